@@ -1,0 +1,88 @@
+// Package cli holds the strom command: `strom server` runs a node, every other
+// command is a client of the API.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"strom/client"
+)
+
+// Execute runs the strom command with os.Args and exits non-zero on error,
+// after printing the error as one line.
+func Execute() {
+	if err := NewRoot(os.Stdout, os.Stderr).Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "strom: "+oneLine(err))
+		os.Exit(1)
+	}
+}
+
+// globals are the flags every client command shares.
+type globals struct {
+	server  string
+	output  string
+	timeout time.Duration
+	out     io.Writer
+}
+
+// NewRoot returns the root command writing to out and errOut. Tests run it
+// in-process.
+func NewRoot(out, errOut io.Writer) *cobra.Command {
+	g := &globals{out: out}
+	root := &cobra.Command{
+		Use:           "strom",
+		Short:         "Strom: streaming storage for real-time analytics",
+		Long:          "Strom stores tables, not topics: log tables kept as Apache Arrow and read column by column,\nand primary-key tables that take upserts and emit a changelog.\n\nRun a node with `strom server`; every other command is a client of a running node.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(out)
+	root.SetErr(errOut)
+	server := os.Getenv("STROM_SERVER")
+	if server == "" {
+		server = client.DefaultAddress
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.server, "server", server, "address of a Strom node (env STROM_SERVER)")
+	pf.StringVarP(&g.output, "output", "o", "table", "output format: table or json")
+	pf.DurationVar(&g.timeout, "timeout", 30*time.Second, "how long a request may take")
+	root.AddCommand(newServerCmd(), newDBCmd(g), newTableCmd(g), newClusterCmd(g))
+	return root
+}
+
+// call validates the shared flags, then runs fn with a client and a context
+// bounded by --timeout.
+func (g *globals) call(cmd *cobra.Command, fn func(ctx context.Context, c *client.Client) error) error {
+	if g.output != "table" && g.output != "json" {
+		return fmt.Errorf("--output: want table or json, got %q", g.output)
+	}
+	c, err := client.New(g.server)
+	if err != nil {
+		return fmt.Errorf("--server: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
+	defer cancel()
+	return fn(ctx, c)
+}
+
+// oneLine renders err as a single line: joined problems are separated by
+// "; ", and a server error carries its code name.
+func oneLine(err error) string {
+	var ce *client.Error
+	msg := err.Error()
+	if errors.As(err, &ce) && ce.Name != "" && ce.Name != "UNKNOWN" {
+		msg = fmt.Sprintf("%s [%s]", msg, ce.Name)
+	}
+	if errors.Is(err, client.ErrUnreachable) {
+		msg += " (is `strom server` running there? set --server or STROM_SERVER)"
+	}
+	return strings.Join(strings.Fields(strings.ReplaceAll(msg, "\n", "; ")), " ")
+}

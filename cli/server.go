@@ -1,0 +1,74 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"strom/server"
+)
+
+func newServerCmd() *cobra.Command {
+	var configFile string
+	flagValues := map[string]*string{}
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run a Strom node (with no flags: a complete single-node cluster in ./strom-data)",
+		Long:  serverLong(),
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg := server.DefaultConfig()
+			if configFile != "" {
+				if err := cfg.LoadFile(configFile); err != nil {
+					return err
+				}
+			}
+			if err := cfg.LoadEnv(os.LookupEnv); err != nil {
+				return err
+			}
+			for _, k := range server.Keys() {
+				if k.Flag != "" && cmd.Flags().Changed(k.Flag) {
+					if err := k.Set(&cfg, *flagValues[k.Flag]); err != nil {
+						return fmt.Errorf("--%s: %w", k.Flag, err)
+					}
+				}
+			}
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			lg := server.NewLogger(cmd.ErrOrStderr(), cfg.LogFormat, cfg.LogLevel)
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return server.Run(ctx, cfg, lg)
+		},
+	}
+	cmd.Flags().StringVar(&configFile, "config", "", "YAML file of configuration keys (see below)")
+	defaults := server.DefaultConfig()
+	for _, k := range server.Keys() {
+		if k.Flag == "" {
+			continue
+		}
+		v := new(string)
+		flagValues[k.Flag] = v
+		cmd.Flags().StringVar(v, k.Flag, k.Get(&defaults), k.Usage+" ("+k.Name+", env "+k.EnvName()+")")
+	}
+	return cmd
+}
+
+func serverLong() string {
+	var b strings.Builder
+	b.WriteString("Run a Strom node. With no flags it is a complete single-node cluster: data in ./strom-data,\n")
+	b.WriteString("the API on :9123, Raft on :9124.\n\n")
+	b.WriteString("Configuration comes from the defaults, then --config FILE (flat YAML, key: value), then\n")
+	b.WriteString("STROM_* environment variables, then flags, each overriding the last. Keys:\n\n")
+	defaults := server.DefaultConfig()
+	for _, k := range server.Keys() {
+		fmt.Fprintf(&b, "  %-28s %-32s default %q\n", k.Name, k.EnvName(), k.Get(&defaults))
+	}
+	b.WriteString("\nSIGINT or SIGTERM stops the node cleanly.")
+	return b.String()
+}

@@ -1,0 +1,149 @@
+// Package client is the Go client of Strom. New connects to any node; Admin
+// manages databases and tables. Errors returned by the server are *Error
+// values carrying Strom's error code and whether a retry may succeed.
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	stromv1 "strom/rpc/gen/strom/v1"
+	"strom/rpc/gen/strom/v1/stromv1connect"
+)
+
+// DefaultAddress is where a client looks for a node when given none.
+const DefaultAddress = "localhost:9123"
+
+// Client talks to a Strom cluster. It is safe for concurrent use.
+type Client struct {
+	baseURL string
+	admin   stromv1connect.AdminServiceClient
+}
+
+type options struct {
+	httpClient  *http.Client
+	dialTimeout time.Duration
+}
+
+// Option configures a Client.
+type Option func(*options)
+
+// WithHTTPClient makes the client send requests through hc.
+func WithHTTPClient(hc *http.Client) Option { return func(o *options) { o.httpClient = hc } }
+
+// WithDialTimeout bounds how long connecting to a node may take (default 5s).
+func WithDialTimeout(d time.Duration) Option { return func(o *options) { o.dialTimeout = d } }
+
+// New returns a client for the node at addr ("host:port", or a URL with
+// http:// or https://). It does not connect until the first call.
+func New(addr string, opts ...Option) (*Client, error) {
+	o := options{dialTimeout: 5 * time.Second}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if addr == "" {
+		addr = DefaultAddress
+	}
+	base := addr
+	if !strings.Contains(addr, "://") {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("client: server address %q: want host:port", addr)
+		}
+		base = "http://" + addr
+	}
+	if o.httpClient == nil {
+		o.httpClient = newHTTPClient(o.dialTimeout)
+	}
+	return &Client{
+		baseURL: base,
+		admin:   stromv1connect.NewAdminServiceClient(o.httpClient, base),
+	}, nil
+}
+
+// newHTTPClient speaks HTTP/2 without TLS (h2c) to http:// addresses and
+// HTTP/2 over TLS to https:// ones.
+func newHTTPClient(dialTimeout time.Duration) *http.Client {
+	t := &http.Transport{
+		DialContext:     (&net.Dialer{Timeout: dialTimeout}).DialContext,
+		TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12},
+	}
+	t.Protocols = new(http.Protocols)
+	t.Protocols.SetUnencryptedHTTP2(true)
+	t.Protocols.SetHTTP2(true)
+	t.Protocols.SetHTTP1(true)
+	return &http.Client{Transport: t}
+}
+
+// Address returns the node URL the client sends to.
+func (c *Client) Address() string { return c.baseURL }
+
+// Admin returns the administrative API.
+func (c *Client) Admin() *Admin { return &Admin{c: c} }
+
+// Error is an error returned by a Strom node.
+type Error struct {
+	// Code is Strom's error code (Fluss's number where Fluss has the error).
+	Code int32
+	// Name is the code's name, e.g. "TABLE_NOT_EXIST".
+	Name string
+	// Retriable tells whether the same request may succeed later.
+	Retriable bool
+	// Field names the request field at fault, when there is one.
+	Field string
+	// Connect is the transport-level code.
+	Connect connect.Code
+	// Message is the node's description of the problem.
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// ErrUnreachable: no node answered at the address.
+var ErrUnreachable = errors.New("client: cannot reach a Strom node")
+
+// wrap turns a Connect error into *Error, and a failure to connect into an
+// error wrapping ErrUnreachable.
+func (c *Client) wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return err
+	}
+	out := &Error{Code: -1, Name: "UNKNOWN", Connect: ce.Code(), Message: ce.Message()}
+	found := false
+	for _, d := range ce.Details() {
+		v, derr := d.Value()
+		if derr != nil {
+			continue
+		}
+		if ed, ok := v.(*stromv1.ErrorDetail); ok {
+			out.Code, out.Name, out.Retriable, out.Field = ed.Code, ed.Name, ed.Retriable, ed.Field
+			found = true
+		}
+	}
+	if !found && ce.Code() == connect.CodeUnavailable {
+		var opErr *net.OpError
+		if errors.As(err, &opErr) {
+			return fmt.Errorf("%w at %s: %v", ErrUnreachable, c.baseURL, opErr.Err)
+		}
+	}
+	return out
+}
+
+func call[Req, Resp any](ctx context.Context, c *Client, fn func(context.Context, *connect.Request[Req]) (*connect.Response[Resp], error), req *Req) (*Resp, error) {
+	resp, err := fn(ctx, connect.NewRequest(req))
+	if err != nil {
+		return nil, c.wrap(err)
+	}
+	return resp.Msg, nil
+}

@@ -1,0 +1,359 @@
+// Package e2e tests the real strom binary as a user runs it: built from this
+// module, started as a process, killed with SIGKILL, restarted.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// repoRoot is the module root, two levels up from this package.
+var repoRoot, _ = filepath.Abs(filepath.Join("..", ".."))
+
+// buildStrom builds the binary once per test binary run.
+func buildStrom(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "strom")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir = repoRoot
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// node is a running strom server process.
+type node struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	addr string
+	logs *bytes.Buffer
+	done chan error
+}
+
+// startNode runs `strom server args...` in dir and waits for /readyz at addr.
+func startNode(t *testing.T, bin, dir, addr string, args ...string) *node {
+	t.Helper()
+	n := &node{t: t, addr: addr, logs: new(bytes.Buffer), done: make(chan error, 1)}
+	n.cmd = exec.Command(bin, append([]string{"server"}, args...)...)
+	n.cmd.Dir = dir
+	n.cmd.Stdout = n.logs
+	n.cmd.Stderr = n.logs
+	if err := n.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { n.done <- n.cmd.Wait() }()
+	t.Cleanup(func() {
+		if n.cmd.ProcessState == nil {
+			_ = n.cmd.Process.Kill()
+			<-n.done
+		}
+		if t.Failed() {
+			t.Logf("server logs:\n%s", n.logs)
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-n.done:
+			t.Fatalf("server exited before it was ready: %v\n%s", err, n.logs)
+		default:
+		}
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return n
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("server not ready at %s within 60s\n%s", addr, n.logs)
+	return nil
+}
+
+// kill sends sig and waits for the process to exit.
+func (n *node) kill(sig syscall.Signal) error {
+	if err := n.cmd.Process.Signal(sig); err != nil {
+		n.t.Fatal(err)
+	}
+	select {
+	case err := <-n.done:
+		return err
+	case <-time.After(60 * time.Second):
+		n.t.Fatalf("server did not exit on %v", sig)
+		return nil
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// strom runs the CLI against addr and returns stdout, failing the test on a
+// non-zero exit.
+func strom(t *testing.T, bin, addr string, args ...string) string {
+	t.Helper()
+	out, errOut, err := stromResult(bin, addr, args...)
+	if err != nil {
+		t.Fatalf("strom %s: %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, out, errOut)
+	}
+	return out
+}
+
+func stromResult(bin, addr string, args ...string) (stdout, stderr string, err error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "STROM_SERVER="+addr)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err = cmd.Run()
+	return o.String(), e.String(), err
+}
+
+// walkthrough returns the command lines of the README's walk-through.
+func walkthrough(t *testing.T) []string {
+	data, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(data), "<!-- walkthrough:start -->")
+	block, _, ok2 := strings.Cut(rest, "<!-- walkthrough:end -->")
+	if !ok || !ok2 {
+		t.Fatal("README.md has no walkthrough:start/end markers")
+	}
+	var lines []string
+	sc := bufio.NewScanner(strings.NewReader(block))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "```") || strings.HasPrefix(line, "#") {
+			continue
+		}
+		lines = append(lines, line)
+	}
+	if len(lines) < 5 {
+		t.Fatalf("walk-through has %d commands, expected more", len(lines))
+	}
+	return lines
+}
+
+// TestReadmeWalkthrough starts the server exactly as the README's quick start
+// does (no flags, in an empty directory, default ports) and runs every line
+// of the README's walk-through unchanged, from the repository root with the
+// freshly built binary as ./strom.
+func TestReadmeWalkthrough(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:9123", "127.0.0.1:9124"} {
+		if ln, err := net.Listen("tcp", addr); err != nil {
+			t.Fatalf("the quick start needs port %s free (is a strom server already running?): %v", addr, err)
+		} else {
+			ln.Close()
+		}
+	}
+	work := t.TempDir()
+	bin := buildStrom(t)
+	n := startNode(t, bin, work, "localhost:9123")
+	if _, err := os.Stat(filepath.Join(work, "strom-data", "node.json")); err != nil {
+		t.Fatalf("no-flag server did not use ./strom-data: %v", err)
+	}
+
+	// ./strom in the walk-through is the binary `go build -o strom .` makes;
+	// the test runs in a scratch copy of that name so as not to write into the
+	// repository.
+	shell := t.TempDir()
+	if err := os.Symlink(bin, filepath.Join(shell, "strom")); err != nil {
+		t.Fatal(err)
+	}
+	outputs := map[string]string{}
+	for _, line := range walkthrough(t) {
+		cmdline := line
+		dir := repoRoot
+		if strings.HasPrefix(line, "go build ") {
+			continue // built above, into a temporary directory
+		}
+		if strings.HasPrefix(line, "./strom ") {
+			dir = shell
+		}
+		cmd := exec.Command("bash", "-c", cmdline)
+		cmd.Dir = dir
+		cmd.Env = os.Environ()
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("walk-through line failed: %s\n%v\n%s", line, err, out)
+		}
+		outputs[line] = string(out)
+		t.Logf("$ %s\n%s", line, out)
+	}
+	expect := func(prefix, want string) {
+		t.Helper()
+		for line, out := range outputs {
+			if strings.HasPrefix(line, prefix) {
+				if !strings.Contains(out, want) {
+					t.Errorf("%s: output lacks %q:\n%s", line, want, out)
+				}
+				return
+			}
+		}
+		t.Errorf("no walk-through line starts with %q", prefix)
+	}
+	expect("./strom table list demo", "orders")
+	expect("./strom table describe demo.orders", "order_id  BIGINT NOT NULL")
+	expect("./strom table describe demo.clicks --output json", `"tableId"`)
+	expect("./strom cluster describe", "coordinator")
+	expect("curl ", `"tables"`)
+	expect("curl ", `"orders"`)
+	expect("go tool grpcurl", "strom.v1.AdminService")
+	expect("go tool buf curl", `"schemaId": 1`) // found the method through reflection
+
+	// SIGTERM stops cleanly with exit status 0.
+	if err := n.kill(syscall.SIGTERM); err != nil {
+		t.Fatalf("server exit after SIGTERM: %v\n%s", err, n.logs)
+	}
+	if !strings.Contains(n.logs.String(), "node stopped") {
+		t.Errorf("no clean-stop log line:\n%s", n.logs)
+	}
+}
+
+type tableJSON struct {
+	TableID  string `json:"tableId"` // int64 travels as a JSON string
+	SchemaID int    `json:"schemaId"`
+	Buckets  []struct {
+		Leader int `json:"leader"`
+	} `json:"buckets"`
+}
+
+// TestSurvivesSIGKILL creates a database, a primary-key table and a log
+// table, kills the server with SIGKILL, restarts it on the same directory,
+// and finds everything with the same ids.
+func TestSurvivesSIGKILL(t *testing.T) {
+	bin := buildStrom(t)
+	dir := t.TempDir()
+	addr, raft := freeAddr(t), freeAddr(t)
+	args := []string{"--data-dir", dir, "--listen", addr, "--raft-listen", raft, "--log-format", "json"}
+	n := startNode(t, bin, dir, addr, args...)
+
+	strom(t, bin, addr, "db", "create", "shop")
+	var pk, lg tableJSON
+	mustJSON(t, strom(t, bin, addr, "table", "create", "shop.customers", "--output", "json",
+		"--schema", "cust_key BIGINT, name STRING, balance DECIMAL(12, 2)", "--primary-key", "cust_key", "--buckets", "3"), &pk)
+	mustJSON(t, strom(t, bin, addr, "table", "create", "shop.events", "--output", "json",
+		"--schema", "id BIGINT, payload BYTES, at TIMESTAMP_LTZ(3)"), &lg)
+	if pk.TableID == lg.TableID {
+		t.Fatalf("two tables share id %s", pk.TableID)
+	}
+
+	if err := n.kill(syscall.SIGKILL); err == nil {
+		t.Fatal("SIGKILL: want a non-zero exit")
+	}
+	startNode(t, bin, dir, addr, args...)
+
+	var pk2, lg2 tableJSON
+	mustJSON(t, strom(t, bin, addr, "table", "describe", "shop.customers", "--output", "json"), &pk2)
+	mustJSON(t, strom(t, bin, addr, "table", "describe", "shop.events", "--output", "json"), &lg2)
+	if pk2.TableID != pk.TableID || lg2.TableID != lg.TableID || pk2.SchemaID != 1 || len(pk2.Buckets) != 3 {
+		t.Fatalf("after SIGKILL: customers %+v (was %+v), events %+v (was %+v)", pk2, pk, lg2, lg)
+	}
+	if got := strom(t, bin, addr, "table", "list", "shop"); got != "customers\nevents\n" {
+		t.Fatalf("tables after restart = %q", got)
+	}
+	// The node re-registered under a new session: cluster describe shows it.
+	if got := strom(t, bin, addr, "cluster", "describe"); !strings.Contains(got, "tablet-server") {
+		t.Fatalf("node not registered after restart:\n%s", got)
+	}
+	// A new table after the restart gets a fresh id.
+	var next tableJSON
+	mustJSON(t, strom(t, bin, addr, "table", "create", "shop.more", "--output", "json", "--schema", "a INT"), &next)
+	if next.TableID == pk.TableID || next.TableID == lg.TableID {
+		t.Fatalf("new table reused id %s", next.TableID)
+	}
+}
+
+func mustJSON(t *testing.T, s string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(s), v); err != nil {
+		t.Fatalf("decode %q: %v", s, err)
+	}
+}
+
+// TestCLIErrors checks that mistakes give one line naming what is wrong and
+// a non-zero exit.
+func TestCLIErrors(t *testing.T) {
+	bin := buildStrom(t)
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	startNode(t, bin, dir, addr, "--data-dir", dir, "--listen", addr, "--raft-listen", freeAddr(t))
+	strom(t, bin, addr, "db", "create", "demo")
+
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"table", "create", "demo.t", "--schema", "id BIGINT, id STRING"}, []string{"duplicate", "id"}},
+		{[]string{"table", "create", "demo.t", "--schema", "id BIGINTEGER"}, []string{"BIGINTEGER"}},
+		{[]string{"table", "create", "demo.t", "--schema", "a INT", "--primary-key", "b"}, []string{"primary", "b", "INVALID_TABLE_EXCEPTION"}},
+		{[]string{"table", "create", "demo.t", "--schema", "a INT, b INT", "--primary-key", "a", "--bucket-key", "b"}, []string{"bucket", "b"}},
+		{[]string{"table", "create", "demo.t", "--schema", "a INT", "--option", "table.log.tll=1d"}, []string{"table.log.tll", "table.log.ttl"}},
+		{[]string{"table", "create", "nodb.t", "--schema", "a INT"}, []string{"nodb", "DATABASE_NOT_EXIST"}},
+		{[]string{"table", "create", "demo.t"}, []string{"--schema"}},
+		{[]string{"table", "create", "nodot", "--schema", "a INT"}, []string{"nodot"}},
+		{[]string{"table", "describe", "demo.missing"}, []string{"demo.missing", "TABLE_NOT_EXIST"}},
+		{[]string{"db", "create", "demo"}, []string{"demo", "DATABASE_ALREADY_EXIST"}},
+		{[]string{"db", "create", "bad name"}, []string{"bad name"}},
+		{[]string{"db", "create"}, []string{"NAME"}},
+		{[]string{"db", "list", "--output", "yaml"}, []string{"--output", "yaml"}},
+		{[]string{"db", "list", "--server", "127.0.0.1:1"}, []string{"cannot reach", "127.0.0.1:1"}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			out, errOut, err := stromResult(bin, addr, tc.args...)
+			if err == nil {
+				t.Fatalf("exit 0, want failure; stdout %q", out)
+			}
+			if !strings.HasPrefix(errOut, "strom: ") || strings.Count(errOut, "\n") != 1 {
+				t.Errorf("stderr %q: want one line starting with \"strom: \"", errOut)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("stderr %q does not mention %q", errOut, w)
+				}
+			}
+		})
+	}
+	// Nothing was created by the failures.
+	if got := strom(t, bin, addr, "table", "list", "demo"); got != "" {
+		t.Fatalf("tables after failed creates: %q", got)
+	}
+}
+
+// TestServerRefusesOtherNodesDirectory checks the data directory's identity.
+func TestServerRefusesOtherNodesDirectory(t *testing.T) {
+	bin := buildStrom(t)
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	args := []string{"--data-dir", dir, "--listen", addr, "--raft-listen", freeAddr(t)}
+	n := startNode(t, bin, dir, addr, args...)
+	if err := n.kill(syscall.SIGTERM); err != nil {
+		t.Fatalf("clean stop: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append(args, "--node-id", "2")...)
+	cmd.Args = append([]string{bin, "server"}, append(args, "--node-id", "2")...)
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "belongs to node 1") {
+		t.Fatalf("start as node 2 on node 1's directory: %v\n%s", err, out)
+	}
+}

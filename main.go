@@ -1,0 +1,7 @@
+// Command strom runs a Strom node (strom server) and is the command-line
+// client of a Strom cluster.
+package main
+
+import "strom/cli"
+
+func main() { cli.Execute() }

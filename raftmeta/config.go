@@ -1,0 +1,145 @@
+package raftmeta
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+)
+
+// Config configures a Node. Start from DefaultConfig.
+type Config struct {
+	// NodeID is this node's Raft server id, unique in the cluster for all
+	// time. Required.
+	NodeID string
+	// Dir holds the Raft log and stable store (Dir/raft.db, bbolt via
+	// raft-boltdb/v2) and the snapshots (Dir/snapshots/). Required by Open;
+	// unused by OpenWith.
+	Dir string
+	// BindAddr is the Raft TCP listen address, host:port (default
+	// "127.0.0.1:9124"; port 0 picks a free port). Required by Open.
+	BindAddr string
+	// AdvertiseAddr is the host:port other nodes dial to reach this one.
+	// Empty means the address BindAddr actually listens on.
+	AdvertiseAddr string
+	// Bootstrap makes this node bootstrap a cluster with itself as the only
+	// voter when it has no Raft state yet. Ignored when state exists.
+	Bootstrap bool
+	// Logger receives the node's logs and, bridged, hashicorp/raft's. Nil
+	// discards them.
+	Logger *slog.Logger
+
+	// HeartbeatTimeout is how long a follower waits without contact from the
+	// leader before it starts an election (default 1s, at least 5ms).
+	HeartbeatTimeout time.Duration
+	// ElectionTimeout is how long a candidate waits before starting a new
+	// election (default 1s, at least HeartbeatTimeout).
+	ElectionTimeout time.Duration
+	// LeaderLeaseTimeout is how long a leader stays leader without contact
+	// from a quorum (default 500ms, at least 5ms, at most HeartbeatTimeout).
+	LeaderLeaseTimeout time.Duration
+	// CommitTimeout is the longest a leader waits before sending an
+	// AppendEntries with no new entries, which tells followers the commit
+	// index (default 50ms, at least 1ms).
+	CommitTimeout time.Duration
+	// SnapshotThreshold is the number of log entries since the last
+	// snapshot that triggers a new one (default 8192, at least 1).
+	SnapshotThreshold uint64
+	// SnapshotInterval is how often Raft checks whether to snapshot
+	// (default 120s, at least 5ms; staggered up to 2x).
+	SnapshotInterval time.Duration
+	// TrailingLogs is the number of log entries kept after a snapshot so
+	// that a slightly lagging follower needs no snapshot (default 10240).
+	TrailingLogs uint64
+	// SessionCheckInterval is how often the leader looks for expired
+	// sessions, empty containers and expired TTL nodes (default 500ms, at
+	// least 1ms).
+	SessionCheckInterval time.Duration
+}
+
+// DefaultConfig returns hashicorp/raft's default timings and this package's
+// defaults. NodeID and Dir must still be set.
+func DefaultConfig() Config {
+	return Config{
+		BindAddr:             "127.0.0.1:9124",
+		HeartbeatTimeout:     time.Second,
+		ElectionTimeout:      time.Second,
+		LeaderLeaseTimeout:   500 * time.Millisecond,
+		CommitTimeout:        50 * time.Millisecond,
+		SnapshotThreshold:    8192,
+		SnapshotInterval:     120 * time.Second,
+		TrailingLogs:         10240,
+		SessionCheckInterval: 500 * time.Millisecond,
+	}
+}
+
+// Validate reports every problem with c at once, each naming its field. It
+// does not require Dir and BindAddr, which only Open needs.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("raftmeta: Config.%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if c.NodeID == "" {
+		bad("NodeID", "must be set")
+	}
+	if c.BindAddr != "" {
+		if _, _, err := net.SplitHostPort(c.BindAddr); err != nil {
+			bad("BindAddr", "%q is not host:port: %v", c.BindAddr, err)
+		}
+	}
+	if c.AdvertiseAddr != "" {
+		if _, _, err := net.SplitHostPort(c.AdvertiseAddr); err != nil {
+			bad("AdvertiseAddr", "%q is not host:port: %v", c.AdvertiseAddr, err)
+		}
+	}
+	if c.HeartbeatTimeout < 5*time.Millisecond {
+		bad("HeartbeatTimeout", "%s is below 5ms", c.HeartbeatTimeout)
+	}
+	if c.ElectionTimeout < 5*time.Millisecond {
+		bad("ElectionTimeout", "%s is below 5ms", c.ElectionTimeout)
+	} else if c.ElectionTimeout < c.HeartbeatTimeout {
+		bad("ElectionTimeout", "%s is below HeartbeatTimeout %s", c.ElectionTimeout, c.HeartbeatTimeout)
+	}
+	if c.LeaderLeaseTimeout < 5*time.Millisecond {
+		bad("LeaderLeaseTimeout", "%s is below 5ms", c.LeaderLeaseTimeout)
+	} else if c.LeaderLeaseTimeout > c.HeartbeatTimeout {
+		bad("LeaderLeaseTimeout", "%s exceeds HeartbeatTimeout %s", c.LeaderLeaseTimeout, c.HeartbeatTimeout)
+	}
+	if c.CommitTimeout < time.Millisecond {
+		bad("CommitTimeout", "%s is below 1ms", c.CommitTimeout)
+	}
+	if c.SnapshotThreshold < 1 {
+		bad("SnapshotThreshold", "must be at least 1")
+	}
+	if c.SnapshotInterval < 5*time.Millisecond {
+		bad("SnapshotInterval", "%s is below 5ms", c.SnapshotInterval)
+	}
+	if c.SessionCheckInterval < time.Millisecond {
+		bad("SessionCheckInterval", "%s is below 1ms", c.SessionCheckInterval)
+	}
+	return errors.Join(errs...)
+}
+
+// validateForOpen adds Open's requirements to Validate.
+func (c Config) validateForOpen() error {
+	var errs []error
+	if err := c.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Dir == "" {
+		errs = append(errs, errors.New("raftmeta: Config.Dir: must be set"))
+	}
+	if c.BindAddr == "" {
+		errs = append(errs, errors.New("raftmeta: Config.BindAddr: must be set"))
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) logger() *slog.Logger {
+	if c.Logger != nil {
+		return c.Logger
+	}
+	return slog.New(slog.DiscardHandler)
+}

@@ -1,0 +1,16 @@
+// Package raftmeta holds Strom's metadata: a ZooKeeper-style znode tree
+// replicated by hashicorp/raft (log and stable store in raft-boltdb/v2,
+// snapshots in a raft.FileSnapshotStore).
+//
+// It owns the tree and its semantics (ZooKeeper's: paths, create modes,
+// versions, stats, sequential names, multi, ephemerals, containers, TTL
+// nodes), client sessions and their expiry, node-local watches, the Raft
+// command and snapshot formats, and Raft membership changes. Writes go
+// through the leader's Raft log; reads are served from the local replica
+// (ZooKeeper's sequential consistency, with Sync to catch up).
+//
+// It does not own the ZooKeeper wire protocol (package zkwire), the znode
+// layout of Strom's catalog, forwarding of writes from followers, or
+// membership discovery. See DESIGN.md for the formats, invariants and lock
+// order.
+package raftmeta

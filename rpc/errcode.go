@@ -1,0 +1,125 @@
+// Package rpc holds what the API handlers share: the one table that maps
+// domain errors to wire errors, and the interceptors.
+package rpc
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"connectrpc.com/connect"
+
+	"strom/raftmeta"
+	"strom/raftmeta/catalog"
+	"strom/record"
+	stromv1 "strom/rpc/gen/strom/v1"
+	"strom/server/coordinator"
+)
+
+// Code is a Strom error code: Fluss's number and name where Fluss has the
+// error, with the Connect code it travels under.
+type Code struct {
+	Num       int32
+	Name      string
+	Connect   connect.Code
+	Retriable bool
+}
+
+// The codes in use. Numbers are Fluss's (org.apache.fluss.rpc.protocol.Errors).
+var (
+	CodeUnknown             = Code{-1, "UNKNOWN_SERVER_ERROR", connect.CodeInternal, false}
+	CodeCorruptMessage      = Code{3, "CORRUPT_MESSAGE", connect.CodeInvalidArgument, false}
+	CodeDatabaseNotExist    = Code{4, "DATABASE_NOT_EXIST", connect.CodeNotFound, false}
+	CodeDatabaseNotEmpty    = Code{5, "DATABASE_NOT_EMPTY", connect.CodeFailedPrecondition, false}
+	CodeDatabaseExists      = Code{6, "DATABASE_ALREADY_EXIST", connect.CodeAlreadyExists, false}
+	CodeTableNotExist       = Code{7, "TABLE_NOT_EXIST", connect.CodeNotFound, false}
+	CodeTableExists         = Code{8, "TABLE_ALREADY_EXIST", connect.CodeAlreadyExists, false}
+	CodeInvalidTable        = Code{15, "INVALID_TABLE_EXCEPTION", connect.CodeInvalidArgument, false}
+	CodeInvalidDatabase     = Code{16, "INVALID_DATABASE_EXCEPTION", connect.CodeInvalidArgument, false}
+	CodeInvalidReplication  = Code{17, "INVALID_REPLICATION_FACTOR", connect.CodeFailedPrecondition, true}
+	CodeRequestTimeout      = Code{25, "REQUEST_TIME_OUT", connect.CodeDeadlineExceeded, true}
+	CodeStorage             = Code{26, "STORAGE_EXCEPTION", connect.CodeInternal, false}
+	CodeNotCoordinator      = Code{65, "NOT_COORDINATOR_LEADER_EXCEPTION", connect.CodeUnavailable, true}
+	CodeCanceled            = Code{-1, "CANCELED", connect.CodeCanceled, false}
+	CodeInvalidConfigOption = Code{39, "INVALID_CONFIG_EXCEPTION", connect.CodeInvalidArgument, false}
+)
+
+// sentinels maps each domain sentinel to its code; the first match wins.
+var sentinels = []struct {
+	err  error
+	code Code
+}{
+	{catalog.ErrDatabaseNotExist, CodeDatabaseNotExist},
+	{catalog.ErrDatabaseNotEmpty, CodeDatabaseNotEmpty},
+	{catalog.ErrDatabaseExists, CodeDatabaseExists},
+	{catalog.ErrTableNotExist, CodeTableNotExist},
+	{catalog.ErrTableExists, CodeTableExists},
+	{catalog.ErrCorrupt, CodeStorage},
+	{coordinator.ErrNotCoordinator, CodeNotCoordinator},
+	{coordinator.ErrNotEnoughServers, CodeInvalidReplication},
+	{raftmeta.ErrNotLeader, CodeNotCoordinator},
+	{raftmeta.ErrStopped, CodeNotCoordinator},
+	{context.DeadlineExceeded, CodeRequestTimeout},
+	{context.Canceled, CodeCanceled},
+}
+
+// CodeOf returns the code for err and, for a validation error, the field
+// it names.
+func CodeOf(err error) (Code, string) {
+	var inv *record.InvalidError
+	if errors.As(err, &inv) {
+		switch {
+		case inv.Field == "database":
+			return CodeInvalidDatabase, inv.Field
+		case strings.HasPrefix(inv.Field, "properties."), strings.HasPrefix(inv.Field, "options."):
+			return CodeInvalidConfigOption, inv.Field
+		}
+		return CodeInvalidTable, inv.Field
+	}
+	for _, s := range sentinels {
+		if errors.Is(err, s.err) {
+			return s.code, ""
+		}
+	}
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return Code{-1, "UNKNOWN_SERVER_ERROR", ce.Code(), false}, ""
+	}
+	return CodeUnknown, ""
+}
+
+// Error converts a domain error to the Connect error sent on the wire: the
+// Connect code, the error text, and an ErrorDetail with the Strom code. It
+// returns nil for nil.
+func Error(err error) error {
+	if err == nil {
+		return nil
+	}
+	code, field := CodeOf(err)
+	ce := connect.NewError(code.Connect, err)
+	detail, derr := connect.NewErrorDetail(&stromv1.ErrorDetail{
+		Code: code.Num, Name: code.Name, Retriable: code.Retriable, Field: field,
+	})
+	if derr == nil {
+		ce.AddDetail(detail)
+	}
+	return ce
+}
+
+// ErrorInterceptor converts every error a handler returns with Error, so
+// handlers simply return domain errors.
+func ErrorInterceptor() connect.UnaryInterceptorFunc {
+	return func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			resp, err := next(ctx, req)
+			if err == nil {
+				return resp, nil
+			}
+			var ce *connect.Error
+			if errors.As(err, &ce) && len(ce.Details()) > 0 {
+				return resp, err // already mapped
+			}
+			return resp, Error(err)
+		}
+	}
+}

@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Generates rpc/gen from rpc/proto with the tools pinned in go.mod. No network.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+go tool buf lint
+go tool buf generate

@@ -1,0 +1,259 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"connectrpc.com/connect"
+
+	"strom/raftmeta/catalog"
+	"strom/record"
+	stromv1 "strom/rpc/gen/strom/v1"
+	"strom/rpc/gen/strom/v1/stromv1connect"
+)
+
+// adminHandler serves AdminService: it decodes, calls the coordinator (for
+// writes) or the local catalog (for reads), and returns domain errors that
+// rpc.ErrorInterceptor maps to the wire.
+type adminHandler struct {
+	s *Server
+}
+
+var _ stromv1connect.AdminServiceHandler = (*adminHandler)(nil)
+
+func (h *adminHandler) CreateDatabase(ctx context.Context, req *connect.Request[stromv1.CreateDatabaseRequest]) (*connect.Response[stromv1.CreateDatabaseResponse], error) {
+	m := req.Msg
+	if err := h.s.coord.CreateDatabase(ctx, m.Database, m.Comment, m.CustomProperties, m.IgnoreIfExists); err != nil {
+		return nil, err
+	}
+	info, err := h.database(m.Database)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&stromv1.CreateDatabaseResponse{Database: info}), nil
+}
+
+func (h *adminHandler) DropDatabase(ctx context.Context, req *connect.Request[stromv1.DropDatabaseRequest]) (*connect.Response[stromv1.DropDatabaseResponse], error) {
+	m := req.Msg
+	if err := record.ValidateDatabaseName(m.Database); err != nil {
+		return nil, err
+	}
+	if err := h.s.coord.DropDatabase(ctx, m.Database, m.IgnoreIfNotExists, m.Cascade); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&stromv1.DropDatabaseResponse{}), nil
+}
+
+func (h *adminHandler) GetDatabase(_ context.Context, req *connect.Request[stromv1.GetDatabaseRequest]) (*connect.Response[stromv1.GetDatabaseResponse], error) {
+	if err := record.ValidateDatabaseName(req.Msg.Database); err != nil {
+		return nil, err
+	}
+	info, err := h.database(req.Msg.Database)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&stromv1.GetDatabaseResponse{Database: info}), nil
+}
+
+func (h *adminHandler) database(name string) (*stromv1.DatabaseInfo, error) {
+	reg, err := h.s.cat.Database(name)
+	if err != nil {
+		return nil, err
+	}
+	return &stromv1.DatabaseInfo{
+		Name:             name,
+		Comment:          reg.Comment,
+		CustomProperties: reg.CustomProperties,
+		CreatedTimeMs:    reg.CreatedTime,
+		ModifiedTimeMs:   reg.ModifiedTime,
+	}, nil
+}
+
+func (h *adminHandler) ListDatabases(context.Context, *connect.Request[stromv1.ListDatabasesRequest]) (*connect.Response[stromv1.ListDatabasesResponse], error) {
+	names, err := h.s.cat.Databases()
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&stromv1.ListDatabasesResponse{Databases: names}), nil
+}
+
+func (h *adminHandler) CreateTable(ctx context.Context, req *connect.Request[stromv1.CreateTableRequest]) (*connect.Response[stromv1.CreateTableResponse], error) {
+	m := req.Msg
+	desc, err := descriptorFromProto(m.Descriptor_)
+	if err != nil {
+		return nil, err
+	}
+	t, err := h.s.coord.CreateTable(ctx, m.Database, m.Table, desc, m.IgnoreIfExists)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&stromv1.CreateTableResponse{Table: tableToProto(t)}), nil
+}
+
+func (h *adminHandler) GetTable(_ context.Context, req *connect.Request[stromv1.GetTableRequest]) (*connect.Response[stromv1.GetTableResponse], error) {
+	if err := validatePath(req.Msg.Database, req.Msg.Table); err != nil {
+		return nil, err
+	}
+	t, err := h.s.cat.Table(req.Msg.Database, req.Msg.Table)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&stromv1.GetTableResponse{Table: tableToProto(t)}), nil
+}
+
+func (h *adminHandler) ListTables(_ context.Context, req *connect.Request[stromv1.ListTablesRequest]) (*connect.Response[stromv1.ListTablesResponse], error) {
+	if err := record.ValidateDatabaseName(req.Msg.Database); err != nil {
+		return nil, err
+	}
+	names, err := h.s.cat.Tables(req.Msg.Database)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&stromv1.ListTablesResponse{Tables: names}), nil
+}
+
+func (h *adminHandler) DropTable(ctx context.Context, req *connect.Request[stromv1.DropTableRequest]) (*connect.Response[stromv1.DropTableResponse], error) {
+	m := req.Msg
+	if err := validatePath(m.Database, m.Table); err != nil {
+		return nil, err
+	}
+	if err := h.s.coord.DropTable(ctx, m.Database, m.Table, m.IgnoreIfNotExists); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&stromv1.DropTableResponse{}), nil
+}
+
+func (h *adminHandler) DescribeCluster(context.Context, *connect.Request[stromv1.DescribeClusterRequest]) (*connect.Response[stromv1.DescribeClusterResponse], error) {
+	s := h.s
+	resp := &stromv1.DescribeClusterResponse{ClusterId: s.id.ClusterID, Version: Version}
+	nodes := map[int32]*stromv1.Node{}
+	node := func(id int32) *stromv1.Node {
+		if n, ok := nodes[id]; ok {
+			return n
+		}
+		n := &stromv1.Node{Id: id}
+		nodes[id] = n
+		return n
+	}
+	servers, err := s.meta.Servers()
+	if err != nil {
+		return nil, err
+	}
+	for _, srv := range servers {
+		id, err := strconv.ParseInt(srv.ID, 10, 32)
+		if err != nil {
+			continue // not a Strom node id
+		}
+		n := node(int32(id))
+		n.RaftAddress = srv.Address
+		if srv.Voter {
+			n.Roles = append(n.Roles, "raft-voter")
+			resp.Voters = append(resp.Voters, int32(id))
+		} else {
+			n.Roles = append(n.Roles, "raft-nonvoter")
+		}
+		if srv.Leader {
+			n.Roles = append(n.Roles, "raft-leader")
+			resp.RaftLeader = int32(id)
+		}
+	}
+	coord, epoch, _, err := s.cat.Coordinator()
+	if err != nil {
+		return nil, err
+	}
+	resp.CoordinatorEpoch = epoch
+	if id, err := strconv.ParseInt(coord.ID, 10, 32); err == nil && int32(id) == resp.RaftLeader {
+		node(int32(id)).Roles = append(node(int32(id)).Roles, "coordinator")
+	}
+	tservers, err := s.cat.TabletServers()
+	if err != nil {
+		return nil, err
+	}
+	for _, ts := range tservers {
+		n := node(ts.ID)
+		n.ApiAddress = strings.TrimPrefix(ts.Registration.Listeners, catalog.ListenerName+"://")
+		n.Roles = append(n.Roles, "tablet-server")
+	}
+	for _, n := range nodes {
+		sort.Strings(n.Roles)
+		resp.Nodes = append(resp.Nodes, n)
+	}
+	sort.Slice(resp.Nodes, func(i, j int) bool { return resp.Nodes[i].Id < resp.Nodes[j].Id })
+	sort.Slice(resp.Voters, func(i, j int) bool { return resp.Voters[i] < resp.Voters[j] })
+	return connect.NewResponse(resp), nil
+}
+
+func validatePath(db, table string) error {
+	return errors.Join(record.ValidateDatabaseName(db), record.ValidateTableName(table))
+}
+
+// descriptorFromProto parses the column types; every other check is
+// Normalize's. All problems are reported at once.
+func descriptorFromProto(d *stromv1.TableDescriptor) (record.TableDescriptor, error) {
+	if d == nil {
+		return record.TableDescriptor{}, &record.InvalidError{Field: "descriptor", Reason: "is required: give the table's schema"}
+	}
+	var out record.TableDescriptor
+	var problems []error
+	for i, c := range d.GetSchema().GetColumns() {
+		t, err := record.ParseDataType(c.Type)
+		if err != nil {
+			problems = append(problems, &record.InvalidError{
+				Field:  fmt.Sprintf("schema.columns[%d].type", i),
+				Reason: fmt.Sprintf("column %q: %v", c.Name, err),
+			})
+		}
+		out.Schema.Columns = append(out.Schema.Columns, record.Column{Name: c.Name, Type: t, Comment: c.Comment})
+	}
+	if len(problems) > 0 {
+		return out, errors.Join(problems...)
+	}
+	out.Schema.PrimaryKey = d.GetSchema().GetPrimaryKey()
+	out.Comment = d.Comment
+	out.PartitionKeys = d.PartitionKeys
+	out.BucketKeys = d.BucketKeys
+	out.BucketCount = int(d.BucketCount)
+	out.Properties = d.Properties
+	out.CustomProperties = d.CustomProperties
+	return out, nil
+}
+
+func descriptorToProto(d record.TableDescriptor) *stromv1.TableDescriptor {
+	out := &stromv1.TableDescriptor{
+		Schema:           &stromv1.Schema{PrimaryKey: d.Schema.PrimaryKey},
+		Comment:          d.Comment,
+		PartitionKeys:    d.PartitionKeys,
+		BucketKeys:       d.BucketKeys,
+		BucketCount:      int32(d.BucketCount),
+		Properties:       d.Properties,
+		CustomProperties: d.CustomProperties,
+	}
+	for _, c := range d.Schema.Columns {
+		out.Schema.Columns = append(out.Schema.Columns, &stromv1.Column{Name: c.Name, Type: c.Type.String(), Comment: c.Comment})
+	}
+	return out
+}
+
+func tableToProto(t catalog.Table) *stromv1.TableInfo {
+	out := &stromv1.TableInfo{
+		Database:       t.Database,
+		Table:          t.Name,
+		TableId:        t.Registration.TableID,
+		SchemaId:       t.SchemaID,
+		Descriptor_:    descriptorToProto(t.Descriptor()),
+		CreatedTimeMs:  t.Registration.CreatedTime,
+		ModifiedTimeMs: t.Registration.ModifiedTime,
+	}
+	for _, b := range t.Assignment.BucketIDs() {
+		ba := &stromv1.BucketAssignment{Bucket: b, Replicas: t.Assignment.Buckets[b], Leader: -1}
+		if lisr, ok := t.LeaderISR[b]; ok {
+			ba.Leader, ba.LeaderEpoch, ba.Isr = lisr.Leader, lisr.LeaderEpoch, lisr.ISR
+		}
+		out.Buckets = append(out.Buckets, ba)
+	}
+	return out
+}

@@ -1,0 +1,288 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is one node's configuration. Keys use Fluss's names where Fluss
+// has one. Values come from DefaultConfig, then a YAML file, then STROM_*
+// environment variables, then command-line flags, each overriding the last.
+type Config struct {
+	// NodeID identifies the node in the cluster (node.id, --node-id). It is
+	// recorded in the data directory on first start; later starts must agree.
+	NodeID int32
+	// DataDir holds the node's metadata replica and tablets (data.dir, --data-dir).
+	DataDir string
+	// Listen is the API address: Connect, gRPC, gRPC-Web, HTTP JSON, health
+	// (api.listen, --listen).
+	Listen string
+	// Advertise is the API address other nodes and clients are told to use
+	// (api.advertise); defaults to Listen with an unspecified host replaced by
+	// 127.0.0.1.
+	Advertise string
+	// RaftListen is the Raft transport's TCP address (raft.listen, --raft-listen).
+	RaftListen string
+	// RaftAdvertise is the Raft address other nodes dial (raft.advertise);
+	// derived from RaftListen like Advertise.
+	RaftAdvertise string
+	// ClusterID, when set, must match the cluster the data directory belongs
+	// to (cluster.id). Empty accepts any.
+	ClusterID string
+	// DefaultBucketNumber is a table's bucket count when it names none
+	// (default.bucket.number).
+	DefaultBucketNumber int
+	// DefaultReplicationFactor is a table's replication factor when it names
+	// none (default.replication.factor).
+	DefaultReplicationFactor int
+	// SessionTimeout is how long the metadata leader waits without a heartbeat
+	// before expiring this node's session and its registration
+	// (zookeeper.session.timeout in Fluss's naming: session.timeout).
+	SessionTimeout time.Duration
+	// ShutdownTimeout bounds a clean stop (shutdown.timeout).
+	ShutdownTimeout time.Duration
+	// LogFormat is "text" or "json" (log.format, --log-format).
+	LogFormat string
+	// LogLevel is debug, info, warn or error (log.level, --log-level).
+	LogLevel string
+}
+
+// DefaultConfig is a complete single-node cluster in ./strom-data.
+func DefaultConfig() Config {
+	return Config{
+		NodeID:                   1,
+		DataDir:                  "./strom-data",
+		Listen:                   ":9123",
+		RaftListen:               ":9124",
+		DefaultBucketNumber:      1,
+		DefaultReplicationFactor: 1,
+		SessionTimeout:           30 * time.Second,
+		ShutdownTimeout:          30 * time.Second,
+		LogFormat:                "text",
+		LogLevel:                 "info",
+	}
+}
+
+// Key describes one configuration key: its name in the YAML file, the flag
+// that sets it (if any), and how to read it.
+type Key struct {
+	Name  string // YAML key, e.g. "data.dir"
+	Flag  string // command-line flag without dashes, "" when none
+	Usage string
+	set   func(c *Config, v string) error
+	get   func(c *Config) string
+}
+
+// EnvName is the environment variable for a key: STROM_ then the name in
+// upper case with '.' and '-' as '_' (data.dir → STROM_DATA_DIR).
+func (k Key) EnvName() string {
+	return "STROM_" + strings.NewReplacer(".", "_", "-", "_").Replace(strings.ToUpper(k.Name))
+}
+
+// Get returns the key's value in c as text.
+func (k Key) Get(c *Config) string { return k.get(c) }
+
+// Set parses v into c.
+func (k Key) Set(c *Config, v string) error { return k.set(c, v) }
+
+func stringKey(name, flag, usage string, field func(*Config) *string) Key {
+	return Key{Name: name, Flag: flag, Usage: usage,
+		set: func(c *Config, v string) error { *field(c) = v; return nil },
+		get: func(c *Config) string { return *field(c) }}
+}
+
+func intKey(name, flag, usage string, field func(*Config) *int) Key {
+	return Key{Name: name, Flag: flag, Usage: usage,
+		set: func(c *Config, v string) error {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				return fmt.Errorf("want a whole number, got %q", v)
+			}
+			*field(c) = n
+			return nil
+		},
+		get: func(c *Config) string { return strconv.Itoa(*field(c)) }}
+}
+
+func durationKey(name, flag, usage string, field func(*Config) *time.Duration) Key {
+	return Key{Name: name, Flag: flag, Usage: usage,
+		set: func(c *Config, v string) error {
+			d, err := time.ParseDuration(strings.TrimSpace(v))
+			if err != nil {
+				return fmt.Errorf("want a duration like 30s or 2m, got %q", v)
+			}
+			*field(c) = d
+			return nil
+		},
+		get: func(c *Config) string { return field(c).String() }}
+}
+
+// Keys lists every configuration key.
+func Keys() []Key {
+	return []Key{
+		{Name: "node.id", Flag: "node-id", Usage: "node id, unique in the cluster",
+			set: func(c *Config, v string) error {
+				n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+				if err != nil {
+					return fmt.Errorf("want a whole number, got %q", v)
+				}
+				c.NodeID = int32(n)
+				return nil
+			},
+			get: func(c *Config) string { return strconv.Itoa(int(c.NodeID)) }},
+		stringKey("data.dir", "data-dir", "directory for the node's data",
+			func(c *Config) *string { return &c.DataDir }),
+		stringKey("api.listen", "listen", "API address (Connect, gRPC, gRPC-Web, HTTP JSON, /healthz)",
+			func(c *Config) *string { return &c.Listen }),
+		stringKey("api.advertise", "advertise", "API address given to clients and other nodes",
+			func(c *Config) *string { return &c.Advertise }),
+		stringKey("raft.listen", "raft-listen", "Raft transport address",
+			func(c *Config) *string { return &c.RaftListen }),
+		stringKey("raft.advertise", "raft-advertise", "Raft address other nodes dial",
+			func(c *Config) *string { return &c.RaftAdvertise }),
+		stringKey("cluster.id", "cluster-id", "expected cluster id (empty accepts any)",
+			func(c *Config) *string { return &c.ClusterID }),
+		intKey("default.bucket.number", "", "buckets of a table that names none",
+			func(c *Config) *int { return &c.DefaultBucketNumber }),
+		intKey("default.replication.factor", "", "replication factor of a table that names none",
+			func(c *Config) *int { return &c.DefaultReplicationFactor }),
+		durationKey("session.timeout", "", "metadata session timeout of the node",
+			func(c *Config) *time.Duration { return &c.SessionTimeout }),
+		durationKey("shutdown.timeout", "", "longest a clean stop may take",
+			func(c *Config) *time.Duration { return &c.ShutdownTimeout }),
+		stringKey("log.format", "log-format", "log format: text or json",
+			func(c *Config) *string { return &c.LogFormat }),
+		stringKey("log.level", "log-level", "log level: debug, info, warn or error",
+			func(c *Config) *string { return &c.LogLevel }),
+	}
+}
+
+func keyByName(name string) (Key, bool) {
+	for _, k := range Keys() {
+		if k.Name == name {
+			return k, true
+		}
+	}
+	return Key{}, false
+}
+
+// LoadFile applies a YAML file of flat "key: value" pairs (Fluss's
+// server.yaml style) to c. Unknown keys are errors, every one reported.
+func (c *Config) LoadFile(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config file: %w", err)
+	}
+	var raw map[string]any
+	if err := yaml.Unmarshal(data, &raw); err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	names := make([]string, 0, len(raw))
+	for name := range raw {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var problems []error
+	for _, name := range names {
+		k, ok := keyByName(name)
+		if !ok {
+			problems = append(problems, fmt.Errorf("config file %s: unknown key %q (see `strom server --help` for the keys)", path, name))
+			continue
+		}
+		if err := k.Set(c, fmt.Sprint(raw[name])); err != nil {
+			problems = append(problems, fmt.Errorf("config file %s: %s: %w", path, name, err))
+		}
+	}
+	return errors.Join(problems...)
+}
+
+// LoadEnv applies the STROM_* environment variables that name a key.
+func (c *Config) LoadEnv(lookup func(string) (string, bool)) error {
+	var problems []error
+	for _, k := range Keys() {
+		if v, ok := lookup(k.EnvName()); ok {
+			if err := k.Set(c, v); err != nil {
+				problems = append(problems, fmt.Errorf("%s: %w", k.EnvName(), err))
+			}
+		}
+	}
+	return errors.Join(problems...)
+}
+
+// Validate reports every problem at once, naming the key and its flag.
+func (c Config) Validate() error {
+	var problems []error
+	bad := func(key, format string, args ...any) {
+		k, _ := keyByName(key)
+		where := key
+		if k.Flag != "" {
+			where += " (--" + k.Flag + ")"
+		}
+		problems = append(problems, fmt.Errorf("%s: %s", where, fmt.Sprintf(format, args...)))
+	}
+	if c.NodeID < 0 {
+		bad("node.id", "must be ≥ 0, got %d", c.NodeID)
+	}
+	if c.DataDir == "" {
+		bad("data.dir", "must not be empty")
+	}
+	for _, a := range []struct{ key, addr string }{
+		{"api.listen", c.Listen}, {"raft.listen", c.RaftListen},
+		{"api.advertise", c.Advertise}, {"raft.advertise", c.RaftAdvertise},
+	} {
+		if a.addr == "" && strings.HasSuffix(a.key, "advertise") {
+			continue
+		}
+		if _, port, err := net.SplitHostPort(a.addr); err != nil || port == "" {
+			bad(a.key, "want host:port or :port, got %q", a.addr)
+		}
+	}
+	if c.Listen != "" && c.Listen == c.RaftListen {
+		bad("raft.listen", "must differ from api.listen (both are %q)", c.Listen)
+	}
+	if c.DefaultBucketNumber < 1 {
+		bad("default.bucket.number", "must be ≥ 1, got %d", c.DefaultBucketNumber)
+	}
+	if c.DefaultReplicationFactor < 1 {
+		bad("default.replication.factor", "must be ≥ 1, got %d", c.DefaultReplicationFactor)
+	}
+	if c.SessionTimeout < time.Second {
+		bad("session.timeout", "must be at least 1s, got %s", c.SessionTimeout)
+	}
+	if c.ShutdownTimeout <= 0 {
+		bad("shutdown.timeout", "must be positive, got %s", c.ShutdownTimeout)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		bad("log.format", "want text or json, got %q", c.LogFormat)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "want debug, info, warn or error, got %q", c.LogLevel)
+	}
+	return errors.Join(problems...)
+}
+
+// advertised returns addr with an unspecified host replaced by 127.0.0.1, or
+// override when set.
+func advertised(addr, override string) string {
+	if override != "" {
+		return override
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}

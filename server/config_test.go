@@ -1,0 +1,87 @@
+package server
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDefaultConfigIsValid(t *testing.T) {
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.DataDir = ""
+	cfg.Listen = "nonsense"
+	cfg.DefaultBucketNumber = 0
+	cfg.LogFormat = "xml"
+	cfg.SessionTimeout = time.Millisecond
+	err := cfg.Validate()
+	if err == nil {
+		t.Fatal("want an error")
+	}
+	for _, want := range []string{"data.dir (--data-dir)", "api.listen (--listen)", "default.bucket.number", "log.format (--log-format)", "session.timeout"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+}
+
+func TestConfigSources(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "strom.yaml")
+	if err := os.WriteFile(file, []byte("data.dir: /from/file\ndefault.bucket.number: 8\nlog.format: json\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	if err := cfg.LoadFile(file); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"STROM_DEFAULT_BUCKET_NUMBER": "16", "STROM_NODE_ID": "7"}
+	if err := cfg.LoadEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.DataDir != "/from/file" || cfg.DefaultBucketNumber != 16 || cfg.NodeID != 7 || cfg.LogFormat != "json" {
+		t.Fatalf("config = %+v", cfg)
+	}
+}
+
+func TestConfigFileErrors(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "strom.yaml")
+	if err := os.WriteFile(file, []byte("data.dirr: x\nnode.id: one\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	err := cfg.LoadFile(file)
+	if err == nil || !strings.Contains(err.Error(), `unknown key "data.dirr"`) || !strings.Contains(err.Error(), "node.id") {
+		t.Fatalf("err = %v, want both problems named", err)
+	}
+	if err := cfg.LoadFile(filepath.Join(dir, "missing.yaml")); err == nil {
+		t.Fatal("missing file: want an error")
+	}
+	env := map[string]string{"STROM_SESSION_TIMEOUT": "soon"}
+	err = cfg.LoadEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err == nil || !strings.Contains(err.Error(), "STROM_SESSION_TIMEOUT") {
+		t.Fatalf("bad env: %v", err)
+	}
+}
+
+func TestAdvertised(t *testing.T) {
+	for _, tc := range []struct{ addr, override, want string }{
+		{":9123", "", "127.0.0.1:9123"},
+		{"0.0.0.0:9123", "", "127.0.0.1:9123"},
+		{"[::]:9123", "", "127.0.0.1:9123"},
+		{"10.1.2.3:9123", "", "10.1.2.3:9123"},
+		{":9123", "node1:9123", "node1:9123"},
+	} {
+		if got := advertised(tc.addr, tc.override); got != tc.want {
+			t.Errorf("advertised(%q, %q) = %q, want %q", tc.addr, tc.override, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,294 @@
+// Package server is one Strom node: configuration, wiring of the metadata
+// group, coordinator and API, and the node's lifecycle (start, readiness,
+// controlled shutdown).
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
+
+	"strom/raftmeta"
+	"strom/raftmeta/catalog"
+	"strom/rpc"
+	"strom/rpc/gen/strom/v1/stromv1connect"
+	"strom/server/coordinator"
+)
+
+// Version is the Strom version a node reports.
+var Version = "0.1.0-dev"
+
+// Server is one running node. Start brings it up; Stop takes it down.
+type Server struct {
+	cfg   Config
+	lg    *slog.Logger
+	id    identity
+	meta  *raftmeta.Node
+	cat   *catalog.Catalog
+	coord *coordinator.Coordinator
+
+	apiLn   net.Listener
+	apiAddr string // advertised API address
+	http    *http.Server
+
+	ready   atomic.Bool
+	session atomic.Int64 // the node's metadata session, 0 before registration
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// NewLogger returns the logger a node writes with, per format ("text" or
+// "json") and level.
+func NewLogger(w io.Writer, format, level string) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(level)) // Validate has checked it
+	opts := &slog.HandlerOptions{Level: lvl}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// Start validates cfg, opens the data directory and the metadata replica,
+// serves the API, and returns once the node is registered and ready (or ctx
+// ends first). Stop must be called to release what Start acquired, even when
+// Start fails.
+func Start(ctx context.Context, cfg Config, lg *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, lg: lg.With("node", cfg.NodeID)}
+	runCtx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	if err := s.start(ctx, runCtx); err != nil {
+		s.Stop(context.Background())
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) start(ctx, runCtx context.Context) error {
+	cfg := s.cfg
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return fmt.Errorf("data.dir: %w", err)
+	}
+	id, err := loadIdentity(cfg.DataDir, cfg.NodeID, cfg.ClusterID)
+	if err != nil {
+		return err
+	}
+	s.id = id
+
+	s.apiLn, err = net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("api.listen (--listen): %w", err)
+	}
+	s.apiAddr = advertised(s.apiLn.Addr().String(), cfg.Advertise)
+
+	mcfg := raftmeta.DefaultConfig()
+	mcfg.NodeID = strconv.Itoa(int(cfg.NodeID))
+	mcfg.Dir = filepath.Join(cfg.DataDir, "raft")
+	mcfg.BindAddr = cfg.RaftListen
+	mcfg.AdvertiseAddr = advertised(cfg.RaftListen, cfg.RaftAdvertise)
+	mcfg.Bootstrap = true
+	mcfg.Logger = s.lg
+	if s.meta, err = raftmeta.Open(mcfg); err != nil {
+		return fmt.Errorf("open metadata replica: %w", err)
+	}
+	s.cat = catalog.New(s.meta)
+	s.coord = coordinator.New(coordinator.Config{
+		NodeID:                   cfg.NodeID,
+		APIAddress:               s.apiAddr,
+		ClusterID:                id.ClusterID,
+		DefaultBucketNumber:      cfg.DefaultBucketNumber,
+		DefaultReplicationFactor: cfg.DefaultReplicationFactor,
+		Logger:                   s.lg,
+	}, s.meta)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.coord.Run(runCtx)
+	}()
+
+	s.http = &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second}
+	s.http.Protocols = new(http.Protocols)
+	s.http.Protocols.SetHTTP1(true)
+	s.http.Protocols.SetUnencryptedHTTP2(true)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.http.Serve(s.apiLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.lg.Error("api server stopped", "err", err)
+		}
+	}()
+	s.lg.Info("serving api", "addr", s.apiLn.Addr().String(), "advertise", s.apiAddr)
+
+	if err := s.register(ctx); err != nil {
+		return err
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.heartbeat(runCtx)
+	}()
+	s.ready.Store(true)
+	s.lg.Info("node ready", "cluster_id", id.ClusterID, "data_dir", cfg.DataDir)
+	return nil
+}
+
+// register waits for the metadata group and the coordinator, checks that the
+// cluster is the one the data directory belongs to, and registers this node
+// as a live tablet server under a new metadata session.
+func (s *Server) register(ctx context.Context) error {
+	if err := s.meta.WaitLeader(ctx); err != nil {
+		return fmt.Errorf("wait for a metadata leader: %w", err)
+	}
+	for {
+		err := s.tryRegister(ctx)
+		if err == nil || errors.Is(err, ErrIdentityMismatch) {
+			return err
+		}
+		s.lg.Debug("registration not possible yet", "err", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("register node: %w (last error: %v)", ctx.Err(), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (s *Server) tryRegister(ctx context.Context) error {
+	clusterID, err := s.cat.ClusterID()
+	if err != nil {
+		return err
+	}
+	if clusterID == "" {
+		return errors.New("the coordinator has not initialized the cluster yet")
+	}
+	if clusterID != s.id.ClusterID {
+		return fmt.Errorf("%w: %s belongs to cluster %s, but the metadata group is cluster %s",
+			ErrIdentityMismatch, s.cfg.DataDir, s.id.ClusterID, clusterID)
+	}
+	// A registration left by an earlier run of this node (killed before it
+	// could close its session) is replaced: close that session first.
+	if old, err := s.cat.TabletServerOwner(s.cfg.NodeID); err != nil {
+		return err
+	} else if old != 0 && old != s.session.Load() {
+		if err := s.meta.CloseSession(ctx, old); err != nil && !errors.Is(err, raftmeta.ErrSessionExpired) {
+			return fmt.Errorf("close stale session %#x: %w", old, err)
+		}
+	}
+	if s.session.Load() == 0 {
+		sess, err := s.meta.CreateSession(ctx, s.cfg.SessionTimeout)
+		if err != nil {
+			return err
+		}
+		s.session.Store(sess.ID)
+	}
+	_, err = s.meta.Do(ctx, s.session.Load(), catalog.RegisterTabletServerOp(s.cfg.NodeID, catalog.TabletServerRegistration{
+		Listeners:         catalog.Listeners(s.apiAddr),
+		RegisterTimestamp: time.Now().UnixMilli(),
+	}))
+	return err
+}
+
+// heartbeat keeps the node's metadata session alive.
+func (s *Server) heartbeat(ctx context.Context) {
+	t := time.NewTicker(s.cfg.SessionTimeout / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.meta.Touch(s.session.Load())
+		}
+	}
+}
+
+// Addr returns the advertised API address.
+func (s *Server) Addr() string { return s.apiAddr }
+
+// ClusterID returns the id of the cluster the node belongs to.
+func (s *Server) ClusterID() string { return s.id.ClusterID }
+
+// Stop takes the node down cleanly: it stops taking requests, lets those in
+// flight finish (bounded by shutdown.timeout and ctx), drops its
+// registration, and closes the metadata replica. Safe to call once after
+// Start, whatever Start returned.
+func (s *Server) Stop(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.ShutdownTimeout)
+	defer cancel()
+	s.ready.Store(false)
+	var errs []error
+	if s.http != nil {
+		if err := s.http.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stop api: %w", err))
+		}
+	} else if s.apiLn != nil {
+		s.apiLn.Close()
+	}
+	if id := s.session.Load(); id != 0 && s.meta != nil {
+		if err := s.meta.CloseSession(ctx, id); err != nil {
+			s.lg.Warn("could not close metadata session; it will expire", "err", err)
+		}
+	}
+	s.cancel()
+	s.wg.Wait()
+	if s.meta != nil {
+		if err := s.meta.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close metadata replica: %w", err))
+		}
+	}
+	s.lg.Info("node stopped")
+	return errors.Join(errs...)
+}
+
+// Run starts a node and serves until ctx is done, then stops it.
+func Run(ctx context.Context, cfg Config, lg *slog.Logger) error {
+	s, err := Start(ctx, cfg, lg)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	lg.Info("stopping")
+	return s.Stop(context.Background())
+}
+
+func (s *Server) handler() http.Handler {
+	mux := http.NewServeMux()
+	opts := []connect.HandlerOption{connect.WithInterceptors(rpc.ErrorInterceptor())}
+	mux.Handle(stromv1connect.NewAdminServiceHandler(&adminHandler{s: s}, opts...))
+
+	services := []string{stromv1connect.AdminServiceName}
+	reflector := grpcreflect.NewStaticReflector(services...)
+	mux.Handle(grpcreflect.NewHandlerV1(reflector))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
+
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !s.ready.Load() {
+			http.Error(w, "not ready: starting or stopping", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	return mux
+}
