@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -54,22 +57,46 @@ func NewRoot(out, errOut io.Writer) *cobra.Command {
 	pf.StringVar(&g.server, "server", server, "address of a Strom node (env STROM_SERVER)")
 	pf.StringVarP(&g.output, "output", "o", "table", "output format: table or json")
 	pf.DurationVar(&g.timeout, "timeout", 30*time.Second, "how long a request may take")
-	root.AddCommand(newServerCmd(), newDBCmd(g), newTableCmd(g), newClusterCmd(g))
+	root.AddCommand(newServerCmd(), newDBCmd(g), newTableCmd(g), newClusterCmd(g),
+		newProduceCmd(g), newConsumeCmd(g), newOffsetsCmd(g), newBenchCmd(g))
 	return root
 }
+
+// outputsAnnotation lists the --output formats a command supports
+// (default "table,json").
+const outputsAnnotation = "outputs"
 
 // call validates the shared flags, then runs fn with a client and a context
 // bounded by --timeout.
 func (g *globals) call(cmd *cobra.Command, fn func(ctx context.Context, c *client.Client) error) error {
-	if g.output != "table" && g.output != "json" {
-		return fmt.Errorf("--output: want table or json, got %q", g.output)
+	return g.run(cmd, g.timeout, fn)
+}
+
+// callLong is call for commands that run until done or interrupted
+// (SIGINT, SIGTERM), not bounded by --timeout.
+func (g *globals) callLong(cmd *cobra.Command, fn func(ctx context.Context, c *client.Client) error) error {
+	return g.run(cmd, 0, fn)
+}
+
+func (g *globals) run(cmd *cobra.Command, timeout time.Duration, fn func(ctx context.Context, c *client.Client) error) error {
+	outputs := cmd.Annotations[outputsAnnotation]
+	if outputs == "" {
+		outputs = "table,json"
+	}
+	if !slices.Contains(strings.Split(outputs, ","), g.output) {
+		return fmt.Errorf("--output: want %s, got %q", strings.ReplaceAll(outputs, ",", " or "), g.output)
 	}
 	c, err := client.New(g.server)
 	if err != nil {
 		return fmt.Errorf("--server: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
-	defer cancel()
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
 	return fn(ctx, c)
 }
 

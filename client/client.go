@@ -8,9 +8,11 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"time"
 
 	"connectrpc.com/connect"
@@ -26,6 +28,7 @@ const DefaultAddress = "localhost:9123"
 type Client struct {
 	baseURL string
 	admin   stromv1connect.AdminServiceClient
+	tablet  stromv1connect.TabletServiceClient
 }
 
 type options struct {
@@ -65,6 +68,7 @@ func New(addr string, opts ...Option) (*Client, error) {
 	return &Client{
 		baseURL: base,
 		admin:   stromv1connect.NewAdminServiceClient(o.httpClient, base),
+		tablet:  stromv1connect.NewTabletServiceClient(o.httpClient, base),
 	}, nil
 }
 
@@ -131,13 +135,19 @@ func (c *Client) wrap(err error) error {
 			found = true
 		}
 	}
-	if !found && ce.Code() == connect.CodeUnavailable {
-		var opErr *net.OpError
-		if errors.As(err, &opErr) {
-			return fmt.Errorf("%w at %s: %v", ErrUnreachable, c.baseURL, opErr.Err)
-		}
+	if !found && (ce.Code() == connect.CodeUnavailable || isTransportError(err)) {
+		// No Strom detail: the transport failed (refused, reset, closed).
+		return fmt.Errorf("%w at %s: %v", ErrUnreachable, c.baseURL, ce.Message())
 	}
 	return out
+}
+
+// isTransportError reports whether err is a failure of the connection
+// rather than an answer from a node.
+func isTransportError(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 func call[Req, Resp any](ctx context.Context, c *Client, fn func(context.Context, *connect.Request[Req]) (*connect.Response[Resp], error), req *Req) (*Resp, error) {

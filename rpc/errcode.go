@@ -14,6 +14,8 @@ import (
 	"strom/record"
 	stromv1 "strom/rpc/gen/strom/v1"
 	"strom/server/coordinator"
+	"strom/tablet/log"
+	"strom/tablet/replica"
 )
 
 // Code is a Strom error code: Fluss's number and name where Fluss has the
@@ -42,7 +44,22 @@ var (
 	CodeNotCoordinator      = Code{65, "NOT_COORDINATOR_LEADER_EXCEPTION", connect.CodeUnavailable, true}
 	CodeCanceled            = Code{-1, "CANCELED", connect.CodeCanceled, false}
 	CodeInvalidConfigOption = Code{39, "INVALID_CONFIG_EXCEPTION", connect.CodeInvalidArgument, false}
+	CodeNotLeader           = Code{12, "NOT_LEADER_OR_FOLLOWER", connect.CodeUnavailable, true}
+	CodeSchemaNotExist      = Code{9, "SCHEMA_NOT_EXIST", connect.CodeInvalidArgument, false}
+	CodeOffsetOutOfRange    = Code{19, "LOG_OFFSET_OUT_OF_RANGE_EXCEPTION", connect.CodeOutOfRange, false}
+	CodeUnknownBucket       = Code{21, "UNKNOWN_TABLE_OR_BUCKET_EXCEPTION", connect.CodeNotFound, true}
+	CodeNotEnoughReplicas   = Code{29, "NOT_ENOUGH_REPLICAS_EXCEPTION", connect.CodeUnavailable, true}
+	CodeOutOfOrderSequence  = Code{31, "OUT_OF_ORDER_SEQUENCE_EXCEPTION", connect.CodeFailedPrecondition, false}
+	CodeLogStorage          = Code{10, "LOG_STORAGE_EXCEPTION", connect.CodeInternal, false}
+	CodeRecordTooLarge      = Code{13, "RECORD_TOO_LARGE_EXCEPTION", connect.CodeInvalidArgument, false}
+	CodeFencedLeaderEpoch   = Code{24, "FENCED_LEADER_EPOCH_EXCEPTION", connect.CodeFailedPrecondition, true}
+	// Strom's own codes start at 1000.
+	CodeNotReady = Code{1000, "NODE_NOT_READY", connect.CodeUnavailable, true}
 )
+
+// ErrNotReady: the node is starting (catching up with the metadata) or
+// stopping, and serves no API call. Retriable.
+var ErrNotReady = errors.New("rpc: node is not ready (starting or stopping); retry")
 
 // sentinels maps each domain sentinel to its code; the first match wins.
 var sentinels = []struct {
@@ -55,9 +72,22 @@ var sentinels = []struct {
 	{catalog.ErrTableNotExist, CodeTableNotExist},
 	{catalog.ErrTableExists, CodeTableExists},
 	{catalog.ErrCorrupt, CodeStorage},
+	{catalog.ErrSchemaNotExist, CodeSchemaNotExist},
 	{coordinator.ErrNotCoordinator, CodeNotCoordinator},
 	{coordinator.ErrNotEnoughServers, CodeInvalidReplication},
+	{ErrNotReady, CodeNotReady},
 	{raftmeta.ErrNotLeader, CodeNotCoordinator},
+	{record.ErrCorruptBatch, CodeCorruptMessage},
+	{replica.ErrNotLeader, CodeNotLeader},
+	{replica.ErrUnknownBucket, CodeUnknownBucket},
+	{replica.ErrClosed, CodeUnknownBucket},
+	{replica.ErrNotEnoughReplicas, CodeNotEnoughReplicas},
+	{log.ErrOffsetOutOfRange, CodeOffsetOutOfRange},
+	{log.ErrOutOfOrderSequence, CodeOutOfOrderSequence},
+	{log.ErrRecordTooLarge, CodeRecordTooLarge},
+	{log.ErrFencedLeaderEpoch, CodeFencedLeaderEpoch},
+	{log.ErrClosed, CodeUnknownBucket},
+	{log.ErrCorruptSegment, CodeLogStorage},
 	{raftmeta.ErrStopped, CodeNotCoordinator},
 	{context.DeadlineExceeded, CodeRequestTimeout},
 	{context.Canceled, CodeCanceled},
@@ -104,6 +134,26 @@ func Error(err error) error {
 		ce.AddDetail(detail)
 	}
 	return ce
+}
+
+// Detail is the ErrorDetail of err, message included, for errors reported
+// per bucket inside a successful response.
+func Detail(err error) *stromv1.ErrorDetail {
+	code, field := CodeOf(err)
+	return &stromv1.ErrorDetail{Code: code.Num, Name: code.Name, Retriable: code.Retriable, Field: field, Message: err.Error()}
+}
+
+// ReadyInterceptor refuses every call with ErrNotReady while ready reports
+// false, so no answer is given from metadata that is still being replayed.
+func ReadyInterceptor(ready func() bool) connect.UnaryInterceptorFunc {
+	return func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			if !ready() {
+				return nil, ErrNotReady
+			}
+			return next(ctx, req)
+		}
+	}
 }
 
 // ErrorInterceptor converts every error a handler returns with Error, so

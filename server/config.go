@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"strom/record"
 )
 
 // Config is one node's configuration. Keys use Fluss's names where Fluss
@@ -49,6 +51,9 @@ type Config struct {
 	SessionTimeout time.Duration
 	// ShutdownTimeout bounds a clean stop (shutdown.timeout).
 	ShutdownTimeout time.Duration
+	// SegmentBytes is the size at which a bucket's log rolls to a new
+	// segment (log.segment.file-size, Fluss's key; default 1 GiB).
+	SegmentBytes int64
 	// LogFormat is "text" or "json" (log.format, --log-format).
 	LogFormat string
 	// LogLevel is debug, info, warn or error (log.level, --log-level).
@@ -65,6 +70,7 @@ func DefaultConfig() Config {
 		DefaultBucketNumber:      1,
 		DefaultReplicationFactor: 1,
 		SessionTimeout:           30 * time.Second,
+		SegmentBytes:             1 << 30,
 		ShutdownTimeout:          30 * time.Second,
 		LogFormat:                "text",
 		LogLevel:                 "info",
@@ -154,6 +160,16 @@ func Keys() []Key {
 			func(c *Config) *int { return &c.DefaultBucketNumber }),
 		intKey("default.replication.factor", "", "replication factor of a table that names none",
 			func(c *Config) *int { return &c.DefaultReplicationFactor }),
+		{Name: "log.segment.file-size", Usage: "size at which a bucket's log rolls to a new segment (e.g. 1gb, 256mb)",
+			set: func(c *Config, v string) error {
+				n, err := record.ParseMemorySize(strings.TrimSpace(v))
+				if err != nil {
+					return fmt.Errorf("want a size like 1gb or 256mb, got %q", v)
+				}
+				c.SegmentBytes = n
+				return nil
+			},
+			get: func(c *Config) string { return strconv.FormatInt(c.SegmentBytes, 10) }},
 		durationKey("session.timeout", "", "metadata session timeout of the node",
 			func(c *Config) *time.Duration { return &c.SessionTimeout }),
 		durationKey("shutdown.timeout", "", "longest a clean stop may take",
@@ -253,6 +269,9 @@ func (c Config) Validate() error {
 	}
 	if c.DefaultReplicationFactor < 1 {
 		bad("default.replication.factor", "must be ≥ 1, got %d", c.DefaultReplicationFactor)
+	}
+	if c.SegmentBytes < 1<<10 || c.SegmentBytes > 1<<31-1 {
+		bad("log.segment.file-size", "must be between 1kb and 2gb, got %d bytes", c.SegmentBytes)
 	}
 	if c.SessionTimeout < time.Second {
 		bad("session.timeout", "must be at least 1s, got %s", c.SessionTimeout)

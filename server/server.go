@@ -27,7 +27,12 @@ import (
 	"strom/rpc"
 	"strom/rpc/gen/strom/v1/stromv1connect"
 	"strom/server/coordinator"
+	"strom/tablet/log"
+	"strom/tablet/replica"
 )
+
+// maxRequestBytes bounds one request's size.
+const maxRequestBytes = 256 << 20
 
 // Version is the Strom version a node reports.
 var Version = "0.1.0-dev"
@@ -40,6 +45,8 @@ type Server struct {
 	meta  *raftmeta.Node
 	cat   *catalog.Catalog
 	coord *coordinator.Coordinator
+	// replicas hosts this node's bucket replicas.
+	replicas *replica.Manager
 
 	apiLn   net.Listener
 	apiAddr string // advertised API address
@@ -124,6 +131,17 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 		s.coord.Run(runCtx)
 	}()
 
+	lc := log.DefaultConfig()
+	lc.SegmentBytes = cfg.SegmentBytes
+	s.replicas = replica.NewManager(replica.Config{
+		NodeID:             cfg.NodeID,
+		Dir:                filepath.Join(cfg.DataDir, "tablets"),
+		Log:                lc,
+		RetentionInterval:  5 * time.Minute,
+		CheckpointInterval: 5 * time.Second,
+		Logger:             s.lg,
+	}, s.meta)
+
 	s.http = &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second}
 	s.http.Protocols = new(http.Protocols)
 	s.http.Protocols.SetHTTP1(true)
@@ -140,6 +158,17 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 	if err := s.register(ctx); err != nil {
 		return err
 	}
+	// Replicas follow the metadata once this node has caught up with it.
+	if err := s.meta.Sync(ctx); err != nil {
+		return fmt.Errorf("sync metadata: %w", err)
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.replicas.Run(runCtx); err != nil {
+			s.lg.Error("replica manager stopped", "err", err)
+		}
+	}()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -271,10 +300,16 @@ func Run(ctx context.Context, cfg Config, lg *slog.Logger) error {
 
 func (s *Server) handler() http.Handler {
 	mux := http.NewServeMux()
-	opts := []connect.HandlerOption{connect.WithInterceptors(rpc.ErrorInterceptor())}
+	opts := []connect.HandlerOption{
+		// The error interceptor is outermost so it maps ErrNotReady too.
+		connect.WithInterceptors(rpc.ErrorInterceptor(), rpc.ReadyInterceptor(s.ready.Load)),
+		// A request larger than this is refused before it is read.
+		connect.WithReadMaxBytes(maxRequestBytes),
+	}
 	mux.Handle(stromv1connect.NewAdminServiceHandler(&adminHandler{s: s}, opts...))
+	mux.Handle(stromv1connect.NewTabletServiceHandler(&tabletHandler{s: s}, opts...))
 
-	services := []string{stromv1connect.AdminServiceName}
+	services := []string{stromv1connect.AdminServiceName, stromv1connect.TabletServiceName}
 	reflector := grpcreflect.NewStaticReflector(services...)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))

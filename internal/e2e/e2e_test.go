@@ -185,7 +185,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 		if strings.HasPrefix(line, "go build ") {
 			continue // built above, into a temporary directory
 		}
-		if strings.HasPrefix(line, "./strom ") {
+		if strings.Contains(line, "./strom ") {
 			dir = shell
 		}
 		cmd := exec.Command("bash", "-c", cmdline)
@@ -214,6 +214,10 @@ func TestReadmeWalkthrough(t *testing.T) {
 	expect("./strom table describe demo.orders", "order_id  BIGINT NOT NULL")
 	expect("./strom table describe demo.clicks --output json", `"tableId"`)
 	expect("./strom cluster describe", "coordinator")
+	expect("printf", "produced 2 rows to demo.clicks")
+	expect("./strom consume demo.clicks --from earliest", "/cart")
+	expect("./strom consume demo.clicks --columns", `{"user_id":2,"url":"/cart","_change_type":"+A","_offset":`)
+	expect("./strom offsets demo.clicks", "LATEST")
 	expect("curl ", `"tables"`)
 	expect("curl ", `"orders"`)
 	expect("go tool grpcurl", "strom.v1.AdminService")

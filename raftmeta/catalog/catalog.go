@@ -19,6 +19,7 @@ var (
 	ErrDatabaseNotEmpty = errors.New("catalog: database is not empty")
 	ErrTableNotExist    = errors.New("catalog: table does not exist")
 	ErrTableExists      = errors.New("catalog: table already exists")
+	ErrSchemaNotExist   = errors.New("catalog: schema does not exist")
 	// ErrCorrupt marks a znode whose bytes cannot be decoded.
 	ErrCorrupt = errors.New("catalog: corrupt metadata")
 )
@@ -182,6 +183,36 @@ func (c *Catalog) latestSchema(db, table string) (int32, record.Schema, error) {
 	}
 	return latest, schema, decode(p, data, &schema)
 }
+
+// AllTables returns every registered table, ordered by database and name.
+func (c *Catalog) AllTables() ([]Table, error) {
+	dbs, err := c.Databases()
+	if err != nil {
+		return nil, err
+	}
+	var out []Table
+	for _, db := range dbs {
+		names, err := c.Tables(db)
+		if err != nil {
+			return nil, err
+		}
+		for _, name := range names {
+			t, err := c.Table(db, name)
+			if errors.Is(err, ErrTableNotExist) || errors.Is(err, ErrDatabaseNotExist) {
+				continue // dropped between the reads
+			}
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// AssignmentsRoot is the znode under which every change to bucket
+// assignments and leaders happens: watch it (recursively) to follow them.
+func AssignmentsRoot() string { return assignmentsPath }
 
 // TabletServer is a registered (live) tablet server.
 type TabletServer struct {

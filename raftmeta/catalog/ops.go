@@ -121,6 +121,16 @@ func (c *Catalog) NextTableID() (int64, raftmeta.Op, error) {
 	return int64(stat.Version), raftmeta.SetDataOp(tableSeqIDPath, nil, stat.Version), nil
 }
 
+// NextWriterID returns a new writer id for idempotent writes and the
+// operation that claims it, from the version of /metadata/writer_id.
+func (c *Catalog) NextWriterID() (int64, raftmeta.Op, error) {
+	_, stat, err := c.tree.Get(writerIDPath)
+	if err != nil {
+		return 0, raftmeta.Op{}, fmt.Errorf("writer id sequence: %w", err)
+	}
+	return int64(stat.Version), raftmeta.SetDataOp(writerIDPath, nil, stat.Version), nil
+}
+
 // CreateTableOps registers a table with schema id 1 and, unless partitioned,
 // its bucket assignment and initial leaders.
 func (c *Catalog) CreateTableOps(t NewTable) ([]raftmeta.Op, error) {

@@ -380,6 +380,24 @@ func (c *Coordinator) CreateTable(ctx context.Context, db, name string, desc rec
 	return out, err
 }
 
+// NewWriterID allocates a writer id, unique in the cluster, for an
+// idempotent writer.
+func (c *Coordinator) NewWriterID(ctx context.Context) (int64, error) {
+	var id int64
+	err := c.do(ctx, func(t *term) error {
+		next, claim, err := c.cat.NextWriterID()
+		if err != nil {
+			return err
+		}
+		if err := c.write(t, []raftmeta.Op{claim}); err != nil {
+			return err
+		}
+		id = next
+		return nil
+	})
+	return id, err
+}
+
 // DropTable removes a table with its schemas and bucket assignment.
 func (c *Coordinator) DropTable(ctx context.Context, db, name string, ignoreIfNotExists bool) error {
 	return c.do(ctx, func(t *term) error {

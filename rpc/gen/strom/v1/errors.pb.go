@@ -32,7 +32,10 @@ type ErrorDetail struct {
 	// Whether the same request may succeed if retried (after a metadata refresh).
 	Retriable bool `protobuf:"varint,3,opt,name=retriable,proto3" json:"retriable,omitempty"`
 	// The request field the error is about, when there is one.
-	Field         string `protobuf:"bytes,4,opt,name=field,proto3" json:"field,omitempty"`
+	Field string `protobuf:"bytes,4,opt,name=field,proto3" json:"field,omitempty"`
+	// The description of the problem, where the error is not the whole call's
+	// (a bucket's result in a data call).
+	Message       string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -95,16 +98,24 @@ func (x *ErrorDetail) GetField() string {
 	return ""
 }
 
+func (x *ErrorDetail) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 var File_strom_v1_errors_proto protoreflect.FileDescriptor
 
 const file_strom_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x15strom/v1/errors.proto\x12\bstrom.v1\"i\n" +
+	"\x15strom/v1/errors.proto\x12\bstrom.v1\"\x83\x01\n" +
 	"\vErrorDetail\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
 	"\tretriable\x18\x03 \x01(\bR\tretriable\x12\x14\n" +
-	"\x05field\x18\x04 \x01(\tR\x05fieldB Z\x1estrom/rpc/gen/strom/v1;stromv1b\x06proto3"
+	"\x05field\x18\x04 \x01(\tR\x05field\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessageB Z\x1estrom/rpc/gen/strom/v1;stromv1b\x06proto3"
 
 var (
 	file_strom_v1_errors_proto_rawDescOnce sync.Once

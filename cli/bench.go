@@ -1,0 +1,452 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/spf13/cobra"
+
+	"strom/client"
+	"strom/record"
+	stromv1 "strom/rpc/gen/strom/v1"
+)
+
+func newBenchCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure produce, consume and column-pruning throughput against a running node",
+	}
+	cmd.AddCommand(newBenchProduceCmd(g), newBenchConsumeCmd(g), newBenchPruningCmd(g))
+	return cmd
+}
+
+// words is the vocabulary of generated strings: text-like values compress
+// the way real payloads do, unlike random bytes.
+var words = strings.Fields(`stream table bucket offset leader replica commit arrow column pruning
+changelog snapshot segment index watermark writer reader fetch produce schema partition lake tier
+remote merge engine lookup prefix scan upsert delete insert update coordinator tablet server node
+cluster metadata session watch epoch fence quorum batch record compress decompress zstd frame`)
+
+// genString returns a text-like string of about n bytes.
+func genString(rng *rand.Rand, n int) string {
+	var b strings.Builder
+	for b.Len() < n {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(words[rng.IntN(len(words))])
+		if rng.IntN(8) == 0 {
+			fmt.Fprintf(&b, "-%d", rng.IntN(10000))
+		}
+	}
+	return b.String()[:n]
+}
+
+// genRow returns a row of random values for s, its strings and bytes about
+// strLen long.
+func genRow(rng *rand.Rand, s record.Schema, strLen int) record.Row {
+	row := make(record.Row, len(s.Columns))
+	for i, c := range s.Columns {
+		t := c.Type
+		switch t.Root {
+		case record.Boolean:
+			row[i] = rng.IntN(2) == 0
+		case record.TinyInt:
+			row[i] = int8(rng.IntN(256) - 128)
+		case record.SmallInt:
+			row[i] = int16(rng.IntN(1 << 16))
+		case record.Int:
+			row[i] = rng.Int32()
+		case record.BigInt:
+			row[i] = rng.Int64()
+		case record.Float:
+			row[i] = rng.Float32()
+		case record.Double:
+			row[i] = rng.Float64()
+		case record.Char:
+			row[i] = genString(rng, t.Length)
+		case record.String:
+			row[i] = genString(rng, strLen)
+		case record.Binary:
+			b := make([]byte, t.Length)
+			for j := range b {
+				b[j] = byte(rng.IntN(256))
+			}
+			row[i] = b
+		case record.Bytes:
+			row[i] = []byte(genString(rng, strLen))
+		case record.Decimal:
+			d, _ := record.DecimalFromInt64(rng.Int64N(1000000), int32(t.Precision), int32(t.Scale))
+			if t.Precision < 7 {
+				d, _ = record.DecimalFromInt64(rng.Int64N(10), int32(t.Precision), int32(t.Scale))
+			}
+			row[i] = d
+		case record.Date:
+			row[i] = record.DateValue(19000 + rng.IntN(2000))
+		case record.Time:
+			row[i] = record.TimeOfDay(rng.IntN(86400000))
+		case record.Timestamp:
+			row[i] = record.TimestampNTZ{Millis: 1.7e12 + rng.Int64N(1e10)}
+		case record.TimestampLTZ:
+			row[i] = record.Instant{EpochMillis: 1.7e12 + rng.Int64N(1e10)}
+		}
+	}
+	return row
+}
+
+// buildBatches encodes rows into batches of about batchBytes, spread over
+// buckets round-robin.
+func buildBatches(t *client.Table, rows, rowBytes, batchBytes int, seed uint64) (map[int32][][]byte, int, error) {
+	s := t.Schema()
+	strCols := 0
+	fixed := 0
+	for _, c := range s.Columns {
+		if c.Type.Root == record.String || c.Type.Root == record.Bytes {
+			strCols++
+		} else {
+			fixed += 8
+		}
+	}
+	strLen := 16
+	if strCols > 0 {
+		strLen = max(1, (rowBytes-fixed)/strCols)
+	}
+	comp, err := record.CompressionOf(tableDescriptor(t))
+	if err != nil {
+		return nil, 0, err
+	}
+	rng := rand.New(rand.NewPCG(seed, 7))
+	out := map[int32][][]byte{}
+	total := 0
+	b, err := record.NewArrowBuilder(s, memory.DefaultAllocator)
+	if err != nil {
+		return nil, 0, err
+	}
+	bucket := int32(0)
+	flush := func() error {
+		if b.Len() == 0 {
+			return nil
+		}
+		buf, _, err := b.Build(nil, record.BatchHeader{SchemaID: int16(t.Info().SchemaId), AppendOnly: true,
+			WriterID: record.NoWriterID, BatchSequence: record.NoBatchSequence}, comp)
+		if err != nil {
+			return err
+		}
+		out[bucket] = append(out[bucket], buf)
+		total += len(buf)
+		b.Reset()
+		bucket = (bucket + 1) % t.Buckets()
+		return nil
+	}
+	for i := 0; i < rows; i++ {
+		if err := b.Append(genRow(rng, s, strLen), record.AppendOnly); err != nil {
+			return nil, 0, err
+		}
+		if b.EstimatedSize() >= batchBytes {
+			if err := flush(); err != nil {
+				return nil, 0, err
+			}
+		}
+	}
+	return out, total, flush()
+}
+
+func tableDescriptor(t *client.Table) record.TableDescriptor {
+	d := t.Info().GetDescriptor_()
+	return record.TableDescriptor{Schema: t.Schema(), Properties: d.GetProperties(), BucketCount: int(d.GetBucketCount())}
+}
+
+type produceResult struct {
+	Rows            int     `json:"rows"`
+	Bytes           int     `json:"bytes"`
+	Seconds         float64 `json:"seconds"`
+	RecordsPerSec   float64 `json:"records_per_sec"`
+	MBPerSec        float64 `json:"mb_per_sec"`
+	FileMBPerSec    float64 `json:"baseline_file_mb_per_sec"`
+	RatioToFile     float64 `json:"ratio_to_file"`
+	Acks            int     `json:"acks"`
+	BatchBytes      int     `json:"batch_bytes"`
+	BatchesProduced int     `json:"batches"`
+}
+
+func newBenchProduceCmd(g *globals) *cobra.Command {
+	var rows, rowBytes, batchBytes, acks int
+	cmd := &cobra.Command{
+		Use:   "produce DB.TABLE",
+		Short: "Produce pre-built batches and compare with appending the same bytes to a plain file",
+		Long: `Builds --rows rows of about --row-bytes bytes into batches (not timed), sends them with ProduceLog
+(one request in flight per bucket, acks as given), and, as the baseline measured in the same run,
+writes the same bytes to a temporary file from this process. Prints both and their ratio.`,
+		Args: exactArgs(1, "DB.TABLE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			db, name, err := record.ParseTablePath(args[0])
+			if err != nil {
+				return err
+			}
+			return g.callLong(cmd, func(ctx context.Context, c *client.Client) error {
+				t, err := c.Table(ctx, db, name)
+				if err != nil {
+					return err
+				}
+				batches, total, err := buildBatches(t, rows, rowBytes, batchBytes, uint64(time.Now().UnixNano()))
+				if err != nil {
+					return err
+				}
+				fileSecs, err := fileBaseline(batches)
+				if err != nil {
+					return err
+				}
+				start := time.Now()
+				n, err := produceBatches(ctx, c, t, batches, acks)
+				if err != nil {
+					return err
+				}
+				secs := time.Since(start).Seconds()
+				res := produceResult{Rows: rows, Bytes: total, Seconds: secs, RecordsPerSec: float64(rows) / secs,
+					MBPerSec: float64(total) / secs / 1e6, FileMBPerSec: float64(total) / fileSecs / 1e6, Acks: acks,
+					BatchBytes: batchBytes, BatchesProduced: n}
+				res.RatioToFile = res.MBPerSec / res.FileMBPerSec
+				if g.output == "json" {
+					return json.NewEncoder(g.out).Encode(res)
+				}
+				fmt.Fprintf(g.out, "produced %d rows (%.1f MB in %d batches, acks=%d) in %.2fs: %.0f records/s, %.1f MB/s\n",
+					rows, float64(total)/1e6, n, acks, secs, res.RecordsPerSec, res.MBPerSec)
+				fmt.Fprintf(g.out, "baseline: the same bytes to a plain file: %.1f MB/s; ratio %.2f\n", res.FileMBPerSec, res.RatioToFile)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().IntVar(&rows, "rows", 100000, "rows to produce")
+	cmd.Flags().IntVar(&rowBytes, "row-bytes", 1024, "approximate bytes per row")
+	cmd.Flags().IntVar(&batchBytes, "batch-bytes", 1<<20, "approximate bytes per batch")
+	cmd.Flags().IntVar(&acks, "acks", -1, "-1, 1 or 0")
+	return cmd
+}
+
+// fileBaseline writes the batches' bytes to a temporary file and returns
+// the seconds it took (no fsync: the server does not fsync either).
+func fileBaseline(batches map[int32][][]byte) (float64, error) {
+	f, err := os.CreateTemp("", "strom-bench-*")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	start := time.Now()
+	for _, bs := range batches {
+		for _, b := range bs {
+			if _, err := f.Write(b); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return time.Since(start).Seconds(), nil
+}
+
+// produceBatches sends each bucket's batches in order, buckets in parallel.
+func produceBatches(ctx context.Context, c *client.Client, t *client.Table, batches map[int32][][]byte, acks int) (int, error) {
+	var wg sync.WaitGroup
+	errs := make(chan error, len(batches))
+	n := 0
+	for bucket, bs := range batches {
+		n += len(bs)
+		wg.Add(1)
+		go func(bucket int32, bs [][]byte) {
+			defer wg.Done()
+			for _, b := range bs {
+				if err := t.ProduceBatches(ctx, bucket, b, acks); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(bucket, bs)
+	}
+	wg.Wait()
+	close(errs)
+	return n, <-errs
+}
+
+type consumeResult struct {
+	Columns       int     `json:"columns"`
+	Rows          int     `json:"rows"`
+	Bytes         int     `json:"bytes"`
+	Seconds       float64 `json:"seconds"`
+	RecordsPerSec float64 `json:"records_per_sec"`
+	MBPerSec      float64 `json:"mb_per_sec"`
+	Ratio         float64 `json:"ratio,omitempty"`
+}
+
+// consumeAll reads every bucket from earliest to the current end, decoding
+// the Arrow batches (as a consumer would) without turning them into rows.
+func consumeAll(ctx context.Context, t *client.Table, columns []string) (consumeResult, error) {
+	sc, err := t.NewLogScanner(client.Columns(columns...), client.MaxWait(0))
+	if err != nil {
+		return consumeResult{}, err
+	}
+	end, err := t.Offsets(ctx, stromv1.OffsetSpec_OFFSET_SPEC_LATEST, time.Time{})
+	if err != nil {
+		return consumeResult{}, err
+	}
+	for b := int32(0); b < t.Buckets(); b++ {
+		if err := sc.Subscribe(ctx, b, client.Earliest()); err != nil {
+			return consumeResult{}, err
+		}
+	}
+	res := consumeResult{Columns: len(sc.Schema().Columns)}
+	start := time.Now()
+	for !caughtUp(sc.Position(), end) {
+		fs, err := sc.Poll(ctx)
+		if err != nil {
+			return res, err
+		}
+		if err := fs.Errors(); err != nil {
+			return res, err
+		}
+		for _, f := range fs {
+			for _, b := range f.Batches {
+				res.Rows += b.Len()
+			}
+			res.Bytes += f.Bytes
+		}
+		fs.Release()
+	}
+	res.Seconds = time.Since(start).Seconds()
+	res.RecordsPerSec = float64(res.Rows) / res.Seconds
+	res.MBPerSec = float64(res.Bytes) / res.Seconds / 1e6
+	return res, nil
+}
+
+func newBenchConsumeCmd(g *globals) *cobra.Command {
+	var columns []string
+	cmd := &cobra.Command{
+		Use:   "consume DB.TABLE",
+		Short: "Read a whole table (optionally some columns) and report records/s",
+		Args:  exactArgs(1, "DB.TABLE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			db, name, err := record.ParseTablePath(args[0])
+			if err != nil {
+				return err
+			}
+			return g.callLong(cmd, func(ctx context.Context, c *client.Client) error {
+				t, err := c.Table(ctx, db, name)
+				if err != nil {
+					return err
+				}
+				res, err := consumeAll(ctx, t, columns)
+				if err != nil {
+					return err
+				}
+				if g.output == "json" {
+					return json.NewEncoder(g.out).Encode(res)
+				}
+				fmt.Fprintf(g.out, "consumed %d rows, %d columns (%.1f MB) in %.2fs: %.0f records/s, %.1f MB/s\n",
+					res.Rows, res.Columns, float64(res.Bytes)/1e6, res.Seconds, res.RecordsPerSec, res.MBPerSec)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringSliceVar(&columns, "columns", nil, "read only these columns")
+	return cmd
+}
+
+// pruningSchema is the OpenMessaging-Benchmark-like dataset Fluss used for
+// its column-pruning figures: 20 columns of INT, BIGINT and STRING.
+func pruningSchema() string {
+	var cols []string
+	types := []string{"INT", "BIGINT", "STRING", "STRING"}
+	for i := 0; i < 20; i++ {
+		cols = append(cols, fmt.Sprintf("c%02d %s", i, types[i%len(types)]))
+	}
+	return strings.Join(cols, ", ")
+}
+
+func newBenchPruningCmd(g *globals) *cobra.Command {
+	var rows int
+	var keep bool
+	cmd := &cobra.Command{
+		Use:   "pruning",
+		Short: "Load a 20-column table (about 2 KB a row), then fetch 1, 5, 10 and 20 columns",
+		Long: `Creates the database "bench" (if missing) and a new table of 20 columns of INT, BIGINT and STRING
+(about 2 KB a row, text-like strings), loads --rows rows, then reads the whole table fetching the
+first 1, 5, 10 and 20 columns, and prints records/s of each and the ratio to the full fetch.`,
+		Args: exactArgs(0, ""),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.callLong(cmd, func(ctx context.Context, c *client.Client) error {
+				if _, err := c.Admin().CreateDatabase(ctx, &stromv1.CreateDatabaseRequest{Database: "bench", IgnoreIfExists: true}); err != nil {
+					return err
+				}
+				name := fmt.Sprintf("pruning_%d", time.Now().Unix())
+				if err := createPruningTable(ctx, c, name); err != nil {
+					return err
+				}
+				if !keep {
+					defer c.Admin().DropTable(context.WithoutCancel(ctx), &stromv1.DropTableRequest{Database: "bench", Table: name})
+				}
+				t, err := c.Table(ctx, "bench", name)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "loading %d rows into bench.%s ...\n", rows, name)
+				batches, total, err := buildBatches(t, rows, 2048, 1<<20, 42)
+				if err != nil {
+					return err
+				}
+				if _, err := produceBatches(ctx, c, t, batches, -1); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "loaded %.1f MB (compressed, ZSTD); fetching ...\n", float64(total)/1e6)
+				names := t.Schema().ColumnNames()
+				var results []consumeResult
+				for _, n := range []int{20, 1, 5, 10} {
+					cols := names[:n]
+					if n == 20 {
+						cols = nil
+					}
+					res, err := consumeAll(ctx, t, cols)
+					if err != nil {
+						return err
+					}
+					res.Columns = n
+					results = append(results, res)
+				}
+				full := results[0].RecordsPerSec
+				ordered := append(results[1:], results[0])
+				for i := range ordered {
+					ordered[i].Ratio = ordered[i].RecordsPerSec / full
+				}
+				if g.output == "json" {
+					return json.NewEncoder(g.out).Encode(ordered)
+				}
+				tw := newTable(g.out)
+				tw.row("COLUMNS", "RECORDS/S", "MB/S", "RATIO TO FULL")
+				for _, r := range ordered {
+					tw.row(r.Columns, fmt.Sprintf("%.0f", r.RecordsPerSec), fmt.Sprintf("%.1f", r.MBPerSec), fmt.Sprintf("%.1f×", r.Ratio))
+				}
+				return tw.flush()
+			})
+		},
+	}
+	cmd.Flags().IntVar(&rows, "rows", 50000, "rows to load")
+	cmd.Flags().BoolVar(&keep, "keep", false, "keep the table afterwards")
+	return cmd
+}
+
+func createPruningTable(ctx context.Context, c *client.Client, name string) error {
+	cols, err := record.ParseColumns(pruningSchema())
+	if err != nil {
+		return err
+	}
+	desc := &stromv1.TableDescriptor{Schema: &stromv1.Schema{}, BucketCount: 2}
+	for _, col := range cols {
+		desc.Schema.Columns = append(desc.Schema.Columns, &stromv1.Column{Name: col.Name, Type: col.Type.String()})
+	}
+	_, err = c.Admin().CreateTable(ctx, &stromv1.CreateTableRequest{Database: "bench", Table: name, Descriptor_: desc})
+	return err
+}

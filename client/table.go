@@ -1,0 +1,106 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"strom/record"
+	stromv1 "strom/rpc/gen/strom/v1"
+)
+
+// Table is a handle on one table: its schema and placement as of when it
+// was opened. Writers and scanners are made from it.
+type Table struct {
+	c      *Client
+	info   *stromv1.TableInfo
+	schema record.Schema
+	desc   record.TableDescriptor
+}
+
+// Table opens a handle on db.table.
+func (c *Client) Table(ctx context.Context, db, table string) (*Table, error) {
+	info, err := c.Admin().GetTable(ctx, db, table)
+	if err != nil {
+		return nil, err
+	}
+	t := &Table{c: c, info: info}
+	d := info.GetDescriptor_()
+	for i, col := range d.GetSchema().GetColumns() {
+		typ, err := record.ParseDataType(col.Type)
+		if err != nil {
+			return nil, fmt.Errorf("client: column %d of %s.%s has type %q: %w", i, db, table, col.Type, err)
+		}
+		t.schema.Columns = append(t.schema.Columns, record.Column{Name: col.Name, Type: typ, Comment: col.Comment})
+	}
+	t.schema.PrimaryKey = d.GetSchema().GetPrimaryKey()
+	t.desc = record.TableDescriptor{
+		Schema: t.schema, Comment: d.GetComment(), PartitionKeys: d.GetPartitionKeys(), BucketKeys: d.GetBucketKeys(),
+		BucketCount: int(d.GetBucketCount()), Properties: d.GetProperties(), CustomProperties: d.GetCustomProperties(),
+	}
+	return t, nil
+}
+
+// Schema returns the table's schema.
+func (t *Table) Schema() record.Schema { return t.schema }
+
+// Info returns the table as the server described it.
+func (t *Table) Info() *stromv1.TableInfo { return t.info }
+
+// Buckets returns the number of buckets.
+func (t *Table) Buckets() int32 { return t.info.GetDescriptor_().GetBucketCount() }
+
+// Offsets returns, for every bucket, the offset spec asks for: EARLIEST,
+// LATEST (the high watermark) or TIMESTAMP (first offset at or after at).
+func (t *Table) Offsets(ctx context.Context, spec stromv1.OffsetSpec, at time.Time) (map[int32]int64, error) {
+	resp, err := call(ctx, t.c, t.c.tablet.ListOffsets, &stromv1.ListOffsetsRequest{
+		Database: t.info.Database, Table: t.info.Table, Spec: spec, TimestampMs: at.UnixMilli(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int32]int64, len(resp.Buckets))
+	var errs []error
+	for _, b := range resp.Buckets {
+		if b.Error != nil {
+			errs = append(errs, detailError(b.Error))
+			continue
+		}
+		out[b.Bucket] = b.Offset
+	}
+	return out, errors.Join(errs...)
+}
+
+// detailError turns a per-bucket ErrorDetail into an *Error.
+func detailError(d *stromv1.ErrorDetail) *Error {
+	return &Error{Code: d.Code, Name: d.Name, Retriable: d.Retriable, Field: d.Field, Message: d.Message}
+}
+
+// ProduceBatches sends pre-built log record batches to one bucket and waits
+// for acks (-1, 0 or 1). Retriable errors are retried for up to a minute.
+// It is the low-level path under AppendWriter, for callers that encode
+// their own batches.
+func (t *Table) ProduceBatches(ctx context.Context, bucket int32, batches []byte, acks int) error {
+	a := int32(acks)
+	backoff := 50 * time.Millisecond
+	deadline := time.Now().Add(time.Minute)
+	for {
+		resp, err := call(ctx, t.c, t.c.tablet.ProduceLog, &stromv1.ProduceLogRequest{
+			Database: t.info.Database, Table: t.info.Table, Acks: &a,
+			Buckets: []*stromv1.ProduceBucket{{Bucket: bucket, Records: batches}},
+		})
+		if err == nil && len(resp.Buckets) == 1 && resp.Buckets[0].Error != nil {
+			err = detailError(resp.Buckets[0].Error)
+		}
+		if err == nil || !retriable(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}

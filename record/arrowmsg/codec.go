@@ -1,0 +1,435 @@
+package arrowmsg
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
+)
+
+// Codec is a message's body compression. The values of LZ4Frame and ZSTD are
+// Arrow's CompressionType, which the metadata stores; None is a message
+// without BodyCompression.
+type Codec int8
+
+const (
+	// CodecNone is an uncompressed body.
+	CodecNone Codec = -1
+	// CodecLZ4Frame compresses each buffer as an LZ4 frame.
+	CodecLZ4Frame Codec = 0
+	// CodecZSTD compresses each buffer as a Zstandard frame.
+	CodecZSTD Codec = 1
+)
+
+// String returns Fluss's name of the codec (table.log.arrow.compression.type).
+func (c Codec) String() string {
+	switch c {
+	case CodecNone:
+		return "NONE"
+	case CodecLZ4Frame:
+		return "LZ4_FRAME"
+	case CodecZSTD:
+		return "ZSTD"
+	}
+	return fmt.Sprintf("Codec(%d)", int8(c))
+}
+
+// rawLength is the uncompressed-length prefix of a buffer stored uncompressed
+// in a compressed body.
+const rawLength = -1
+
+// maxDecodedLen bounds the decompressed body Decode builds. No Fluss batch
+// comes near it; it stops a decompression bomb from exhausting memory.
+const maxDecodedLen = 1 << 31
+
+// lz4MaxRatio bounds how much an LZ4 frame can expand: a match costs at least
+// one byte per 255 bytes it produces.
+const lz4MaxRatio = 256
+
+// zstdMaxRatio bounds how much a ZSTD frame can expand: a block of up to
+// 128 KiB takes at least 4 bytes (github.com/klauspost/compress bounds its own
+// allocations the same way).
+const zstdMaxRatio = 32 << 10
+
+// Encode returns rec as one RecordBatch message (no Schema message, no
+// end-of-stream marker), its body compressed per buffer with codec as Arrow
+// Java does it: each buffer is its int64 LE uncompressed length followed by
+// the compressed data; an empty buffer is just the length 0; a buffer that
+// would grow is stored raw after the length -1. ZSTD uses zstdLevel (1 to 22,
+// mapped to the nearest level github.com/klauspost/compress implements; Fluss's
+// default is 3), ignored for other codecs. LZ4_FRAME writes LZ4 frames with
+// 64 KB independent blocks and no checksums.
+//
+// A record of 0 rows gives a valid message too; a Fluss batch with no records
+// carries no message at all, which is for the caller to decide. Every column
+// type must be one LayoutOf supports. mem (nil: the default allocator) is used
+// for arrow-go's temporary buffers; the result is ordinary Go memory owned by
+// the caller.
+func Encode(rec arrow.RecordBatch, codec Codec, zstdLevel int, mem memory.Allocator) ([]byte, error) {
+	switch codec {
+	case CodecNone, CodecLZ4Frame:
+	case CodecZSTD:
+		if zstdLevel < 1 || zstdLevel > 22 {
+			return nil, fmt.Errorf("arrowmsg: ZSTD level %d not in [1, 22]", zstdLevel)
+		}
+	default:
+		return nil, fmt.Errorf("arrowmsg: unknown codec %d", int8(codec))
+	}
+	if _, err := LayoutsOf(rec.Schema()); err != nil {
+		return nil, fmt.Errorf("arrowmsg: encode: %w", err)
+	}
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
+
+	// arrow-go lays out the uncompressed message; compression is ours, since
+	// arrow-go has neither a ZSTD level nor Java's store-raw-if-larger rule.
+	p, err := ipc.GetRecordBatchPayload(rec, ipc.WithAllocator(mem))
+	if err != nil {
+		return nil, fmt.Errorf("arrowmsg: encode: %w", err)
+	}
+	defer p.Release()
+	var plain bytes.Buffer
+	if _, err := p.WritePayload(&plain); err != nil {
+		return nil, fmt.Errorf("arrowmsg: encode: %w", err)
+	}
+	h, err := parse(plain.Bytes())
+	if err != nil {
+		return nil, fmt.Errorf("arrowmsg: encode: arrow-go wrote a message this package cannot read: %w", err)
+	}
+
+	metaLen := metadataLen(h.nNodes, h.nBuffers, codec != CodecNone)
+	head := 8 + metaLen
+	out := make([]byte, head, head+len(h.body)+8*h.nBuffers)
+	buffers := make([]Buffer, h.nBuffers)
+	var zenc *zstd.Encoder
+	if codec == CodecZSTD {
+		if zenc, err = zstdEncoder(zstdLevel); err != nil {
+			return nil, err
+		}
+	}
+	for i := range buffers {
+		src := h.bufferBytes(i)
+		start := len(out)
+		switch {
+		case codec == CodecNone:
+			out = append(out, src...)
+		case len(src) == 0:
+			out = le.AppendUint64(out, 0)
+		default:
+			out = le.AppendUint64(out, uint64(len(src)))
+			if codec == CodecZSTD {
+				out = zenc.EncodeAll(src, out)
+			} else if out, err = appendLZ4(out, src); err != nil {
+				return nil, fmt.Errorf("arrowmsg: encode: %w", err)
+			}
+			if len(out)-start-8 > len(src) {
+				out = le.AppendUint64(out[:start], math.MaxUint64) // rawLength
+				out = append(out, src...)
+			}
+		}
+		buffers[i] = Buffer{Offset: int64(start - head), Length: int64(len(out) - start)}
+		out = append(out, make([]byte, pad8(len(out))-len(out))...)
+	}
+
+	le.PutUint32(out, continuation)
+	le.PutUint32(out[4:], uint32(metaLen))
+	meta := out[8:head]
+	nodesAt, buffersAt := putMetadata(meta, h.rows, int64(len(out)-head), h.nNodes, h.nBuffers, codec)
+	copy(meta[nodesAt:], h.nodes)
+	for i, b := range buffers {
+		putStruct(meta[buffersAt+structSize*i:], b.Offset, b.Length)
+	}
+	return out, nil
+}
+
+// Decode returns the record that msg holds, given the schema of its columns
+// (the message does not carry one). It decompresses LZ4_FRAME and ZSTD bodies,
+// accepting every form writers use (raw buffers after the length -1, empty
+// buffers with or without their 8-byte length), then decodes with arrow-go
+// and validates every column fully, so that a record it returns is safe to
+// read. The caller owns the record and must Release it. It does not refer to
+// msg: its buffers live in a body Decode allocates from the Go heap (so that
+// it is 8-aligned whatever msg's alignment); mem (nil: the default allocator)
+// serves what arrow-go allocates besides.
+//
+// Errors: msg not valid (see Parse), not matching schema, or holding bad
+// buffers wraps ErrCorrupt; a schema with a type LayoutOf does not support is
+// a plain error. The decompressed body is limited to 2 GiB.
+func Decode(msg []byte, schema *arrow.Schema, mem memory.Allocator) (arrow.RecordBatch, error) {
+	layouts, err := LayoutsOf(schema)
+	if err != nil {
+		return nil, fmt.Errorf("arrowmsg: decode: %w", err)
+	}
+	h, err := parse(msg)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.checkLayouts(layouts); err != nil {
+		return nil, err
+	}
+	if h.variadic > 0 {
+		return nil, corruptf("variadic buffer counts, but no column has a view type")
+	}
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
+
+	// Lay the buffers out uncompressed in a fresh, 8-aligned body, so that
+	// arrow-go reads an uncompressed message and the record owns its memory.
+	body := make([]byte, 0, decodedSizeHint(&h))
+	buffers := make([]Buffer, h.nBuffers)
+	for i := range buffers {
+		src := h.bufferBytes(i)
+		start := len(body)
+		if h.codec == CodecNone {
+			body = append(body, src...)
+		} else if body, err = appendDecompressed(body, h.codec, src); err != nil {
+			return nil, corruptf("buffer %d: %v", i, err)
+		}
+		buffers[i] = Buffer{Offset: int64(start), Length: int64(len(body) - start)}
+		body = append(body, make([]byte, pad8(len(body))-len(body))...)
+	}
+	meta := make([]byte, metadataLen(h.nNodes, h.nBuffers, false))
+	nodesAt, buffersAt := putMetadata(meta, h.rows, int64(len(body)), h.nNodes, h.nBuffers, CodecNone)
+	copy(meta[nodesAt:], h.nodes)
+	for i, b := range buffers {
+		putStruct(meta[buffersAt+structSize*i:], b.Offset, b.Length)
+	}
+
+	sp := ipc.GetSchemaPayload(schema, mem)
+	defer sp.Release()
+	smeta := sp.Meta()
+	defer smeta.Release()
+	mr := &messages{list: []*ipc.Message{
+		ipc.NewMessage(smeta, memory.NewBufferBytes(nil)),
+		ipc.NewMessage(memory.NewBufferBytes(meta), memory.NewBufferBytes(body)),
+	}}
+	defer mr.release()
+	r, err := ipc.NewReaderFromMessageReader(mr, ipc.WithAllocator(mem))
+	if err != nil {
+		return nil, fmt.Errorf("arrowmsg: decode: %w", err)
+	}
+	defer r.Release()
+	if !r.Next() {
+		if err := r.Err(); err != nil {
+			return nil, corruptf("%v", err)
+		}
+		return nil, corruptf("no record")
+	}
+	rec := r.RecordBatch()
+	for i, col := range rec.Columns() {
+		if err := validateFull(col); err != nil {
+			return nil, corruptf("column %d (%q): %v", i, schema.Field(i).Name, err)
+		}
+	}
+	rec.Retain()
+	return rec, nil
+}
+
+// validateFull is array.ValidateFull, except that it turns a panic into an
+// error: arrow-go v18.8.0's String and Binary ValidateFull slice the data at
+// each offset before checking the offset against the data's length, and panic
+// on offsets that a bit flip produces. (arrow-go's reader recovers from
+// panics in the same way.)
+func validateFull(col arrow.Array) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("invalid array: %v", r)
+		}
+	}()
+	return array.ValidateFull(col)
+}
+
+// decodedSizeHint returns the size of the uncompressed body Decode builds,
+// as far as it can be told without decompressing: what each buffer claims,
+// but no more than its codec can expand it to, and in all no more than a few
+// times the message's body, so that bogus claims cost little. The body grows
+// if the hint is short.
+func decodedSizeHint(h *header) int {
+	total := 0
+	for i := range h.nBuffers {
+		src := h.bufferBytes(i)
+		n := len(src)
+		if h.codec != CodecNone && n >= 8 {
+			switch claim := int64(le.Uint64(src)); {
+			case claim == rawLength:
+				n -= 8
+			case h.codec == CodecZSTD:
+				n = int(min(claim, int64(n)*zstdMaxRatio))
+			default:
+				n = int(min(claim, int64(n)*lz4MaxRatio))
+			}
+		}
+		total += pad8(n)
+	}
+	return min(total, 4*len(h.body)+1<<20)
+}
+
+// messages is an ipc.MessageReader over messages in memory.
+type messages struct {
+	list []*ipc.Message
+	next int
+}
+
+func (m *messages) Message() (*ipc.Message, error) {
+	if m.next == len(m.list) {
+		return nil, io.EOF
+	}
+	m.next++
+	return m.list[m.next-1], nil
+}
+
+// Retain and Release are no-ops: the messages live until Decode returns.
+func (m *messages) Retain()  {}
+func (m *messages) Release() {}
+
+func (m *messages) release() {
+	for _, msg := range m.list {
+		msg.Release()
+	}
+}
+
+// appendDecompressed appends the uncompressed bytes of one compressed-body
+// buffer to dst. It allocates in proportion to what the data really expands
+// to, not to the length the buffer claims.
+func appendDecompressed(dst []byte, codec Codec, src []byte) ([]byte, error) {
+	if len(src) == 0 {
+		return dst, nil
+	}
+	n := int64(le.Uint64(src)) // parse checked len(src) >= 8
+	data := src[8:]
+	switch {
+	case n == rawLength:
+		return append(dst, data...), nil
+	case n == 0:
+		return dst, nil
+	case n < 0 || n > maxDecodedLen-int64(len(dst)):
+		return dst, fmt.Errorf("uncompressed length %d", n)
+	}
+	var (
+		out []byte
+		err error
+	)
+	switch codec {
+	case CodecZSTD:
+		// Room for what the data can expand to (growing geometrically, so
+		// that buffer after buffer costs amortized linear time): DecodeAll
+		// would otherwise allocate a new slice of just the frame's size and
+		// copy the whole body so far into it.
+		dst = slices.Grow(dst, int(min(n, int64(len(data))*zstdMaxRatio)))
+		out, err = zstdDecoder().DecodeAll(data, dst)
+	case CodecLZ4Frame:
+		out, err = appendLZ4Decompressed(dst, data, n)
+	}
+	if err != nil {
+		return dst, fmt.Errorf("%s: %w", codec, err)
+	}
+	if got := int64(len(out) - len(dst)); got != n {
+		return dst, fmt.Errorf("%s: %d bytes uncompressed, the prefix says %d", codec, got, n)
+	}
+	return out, nil
+}
+
+func appendLZ4Decompressed(dst, data []byte, n int64) ([]byte, error) {
+	if n > int64(len(data))*lz4MaxRatio+(64<<10) {
+		return dst, fmt.Errorf("uncompressed length %d from %d bytes", n, len(data))
+	}
+	r := lz4Readers.Get().(*lz4.Reader)
+	defer lz4Readers.Put(r)
+	r.Reset(bytes.NewReader(data))
+	out := append(dst, make([]byte, n)...) // grows geometrically, like slices.Grow
+	if _, err := io.ReadFull(r, out[len(dst):]); err != nil {
+		return dst, err
+	}
+	// The frame must end here.
+	var one [1]byte
+	if m, err := r.Read(one[:]); m != 0 || err != io.EOF {
+		if err == nil || err == io.EOF {
+			err = fmt.Errorf("more than %d bytes", n)
+		}
+		return dst, err
+	}
+	return out, nil
+}
+
+// appendLZ4 appends src as one LZ4 frame: 64 KB independent blocks, no block
+// or content checksum, as Arrow's C++ and Go writers do.
+func appendLZ4(dst, src []byte) ([]byte, error) {
+	w := lz4Writers.Get().(*lz4.Writer)
+	defer lz4Writers.Put(w)
+	a := appender{b: dst}
+	w.Reset(&a)
+	if _, err := w.Write(src); err != nil {
+		return dst, err
+	}
+	if err := w.Close(); err != nil {
+		return dst, err
+	}
+	return a.b, nil
+}
+
+type appender struct{ b []byte }
+
+func (a *appender) Write(p []byte) (int, error) {
+	a.b = append(a.b, p...)
+	return len(p), nil
+}
+
+var (
+	lz4Writers = sync.Pool{New: func() any {
+		w := lz4.NewWriter(nil)
+		// Options that cannot fail.
+		_ = w.Apply(lz4.BlockSizeOption(lz4.Block64Kb), lz4.ChecksumOption(false), lz4.ConcurrencyOption(1))
+		return w
+	}}
+	lz4Readers = sync.Pool{New: func() any { return lz4.NewReader(nil) }}
+
+	zstdEncoders struct {
+		sync.Mutex
+		byLevel map[zstd.EncoderLevel]*zstd.Encoder
+	}
+
+	// zstdDecoder is shared: DecodeAll is safe for concurrent use.
+	zstdDecoder = sync.OnceValue(func() *zstd.Decoder {
+		d, err := zstd.NewReader(nil, zstd.WithDecoderMaxMemory(maxDecodedLen))
+		if err != nil {
+			panic(err) // only for invalid options
+		}
+		return d
+	})
+)
+
+// zstdEncoder returns the shared encoder for a ZSTD level; EncodeAll is safe
+// for concurrent use.
+func zstdEncoder(level int) (*zstd.Encoder, error) {
+	l := zstd.EncoderLevelFromZstd(level)
+	zstdEncoders.Lock()
+	defer zstdEncoders.Unlock()
+	if e := zstdEncoders.byLevel[l]; e != nil {
+		return e, nil
+	}
+	// Entropy-code literals even where nothing matches, as the reference
+	// zstd (and so Fluss's zstd-jni) does at every level: klauspost skips it
+	// at its two fastest levels, which leaves text without repeats
+	// uncompressed.
+	e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(l), zstd.WithEncoderCRC(false),
+		zstd.WithAllLitEntropyCompression(true))
+	if err != nil {
+		return nil, fmt.Errorf("arrowmsg: zstd level %d: %w", level, err)
+	}
+	if zstdEncoders.byLevel == nil {
+		zstdEncoders.byLevel = make(map[zstd.EncoderLevel]*zstd.Encoder)
+	}
+	zstdEncoders.byLevel[l] = e
+	return e, nil
+}

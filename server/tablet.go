@@ -1,0 +1,555 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"strom/raftmeta/catalog"
+	"strom/record"
+	"strom/rpc"
+	stromv1 "strom/rpc/gen/strom/v1"
+	"strom/rpc/gen/strom/v1/stromv1connect"
+	"strom/tablet/replica"
+)
+
+// tabletHandler serves TabletService: it resolves the table in the local
+// catalog, checks input at the edge, and calls the bucket's replica.
+type tabletHandler struct {
+	s *Server
+}
+
+var _ stromv1connect.TabletServiceHandler = (*tabletHandler)(nil)
+
+// Defaults of the data calls.
+const (
+	defaultProduceTimeout = 30 * time.Second
+	defaultBucketMaxBytes = 1 << 20
+	defaultFetchMaxBytes  = 16 << 20
+	maxFetchWait          = 5 * time.Minute
+)
+
+func (h *tabletHandler) table(db, name string) (catalog.Table, error) {
+	if err := validatePath(db, name); err != nil {
+		return catalog.Table{}, err
+	}
+	return h.s.cat.Table(db, name)
+}
+
+func (h *tabletHandler) replica(t catalog.Table, bucket int32) (*replica.Replica, error) {
+	if bucket < 0 || bucket >= t.Registration.BucketCount {
+		return nil, &record.InvalidError{Field: "bucket", Reason: fmt.Sprintf("bucket %d does not exist: %s.%s has buckets 0..%d",
+			bucket, t.Database, t.Name, t.Registration.BucketCount-1)}
+	}
+	return h.s.replicas.Replica(replica.TableBucket{TableID: t.Registration.TableID, Bucket: bucket})
+}
+
+func (h *tabletHandler) ProduceLog(ctx context.Context, req *connect.Request[stromv1.ProduceLogRequest]) (*connect.Response[stromv1.ProduceLogResponse], error) {
+	m := req.Msg
+	t, err := h.table(m.Database, m.Table)
+	if err != nil {
+		return nil, err
+	}
+	if len(t.Schema.PrimaryKey) > 0 {
+		return nil, &record.InvalidError{Field: "table", Reason: fmt.Sprintf("%s.%s is a primary-key table: write it with PutKv", t.Database, t.Name)}
+	}
+	acks := -1
+	if m.Acks != nil {
+		acks = int(*m.Acks)
+	}
+	if acks != -1 && acks != 0 && acks != 1 {
+		return nil, &record.InvalidError{Field: "acks", Reason: fmt.Sprintf("must be 0, 1 or -1, got %d", acks)}
+	}
+	timeout := defaultProduceTimeout
+	if m.TimeoutMs > 0 {
+		timeout = time.Duration(m.TimeoutMs) * time.Millisecond
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	buckets := m.Buckets
+	if len(m.Rows) > 0 {
+		if len(buckets) > 0 {
+			return nil, &record.InvalidError{Field: "rows", Reason: "give either rows or buckets of batches, not both"}
+		}
+		if buckets, err = h.encodeRows(t, m.Rows); err != nil {
+			return nil, err
+		}
+	}
+	resp := &stromv1.ProduceLogResponse{}
+	seen := map[int32]bool{}
+	for _, pb := range buckets {
+		res := &stromv1.ProduceBucketResult{Bucket: pb.Bucket}
+		resp.Buckets = append(resp.Buckets, res)
+		if seen[pb.Bucket] {
+			res.Error = rpc.Detail(&record.InvalidError{Field: "buckets", Reason: fmt.Sprintf("bucket %d appears twice", pb.Bucket)})
+			continue
+		}
+		seen[pb.Bucket] = true
+		info, err := h.produceBucket(ctx, t, pb, acks)
+		if err != nil {
+			res.Error = rpc.Detail(err)
+			continue
+		}
+		res.BaseOffset, res.NextOffset = info.FirstOffset, info.LastOffset+1
+	}
+	return connect.NewResponse(resp), nil
+}
+
+// produceBucket validates every batch of one bucket against the table
+// schema (without decompressing) and appends them.
+func (h *tabletHandler) produceBucket(ctx context.Context, t catalog.Table, pb *stromv1.ProduceBucket, acks int) (replicaAppend, error) {
+	r, err := h.replica(t, pb.Bucket)
+	if err != nil {
+		return replicaAppend{}, err
+	}
+	if len(pb.Records) == 0 {
+		return replicaAppend{}, &record.InvalidError{Field: "records", Reason: fmt.Sprintf("bucket %d: no batches", pb.Bucket)}
+	}
+	for rest, i := pb.Records, 0; len(rest) > 0; i++ {
+		var b record.Batch
+		b, rest, err = record.NextBatch(rest)
+		if err != nil {
+			return replicaAppend{}, fmt.Errorf("bucket %d batch %d: %w", pb.Bucket, i, err)
+		}
+		if b.Magic() != record.CurrentMagic {
+			return replicaAppend{}, fmt.Errorf("bucket %d batch %d: %w: magic %d; Strom takes V2 batches (magic 2)", pb.Bucket, i, record.ErrCorruptBatch, b.Magic())
+		}
+		if int32(b.SchemaID()) != t.SchemaID {
+			return replicaAppend{}, fmt.Errorf("bucket %d batch %d: %w: schema id %d, the table's schema is %d", pb.Bucket, i, catalog.ErrSchemaNotExist, b.SchemaID(), t.SchemaID)
+		}
+		if err := record.ValidateArrowBatch(b, t.Schema); err != nil {
+			return replicaAppend{}, fmt.Errorf("bucket %d batch %d: %w", pb.Bucket, i, err)
+		}
+	}
+	info, err := r.Append(ctx, pb.Records, acks)
+	return replicaAppend{FirstOffset: info.FirstOffset, LastOffset: info.LastOffset}, err
+}
+
+type replicaAppend struct{ FirstOffset, LastOffset int64 }
+
+// encodeRows turns JSON rows into one Arrow batch per bucket. Rows of a
+// table with a bucket key go to the key's bucket; otherwise all the rows of
+// the request go to one bucket chosen at random (Fluss's sticky bucket).
+func (h *tabletHandler) encodeRows(t catalog.Table, rows []*structpb.Struct) ([]*stromv1.ProduceBucket, error) {
+	var problems []error
+	builders := map[int32]*record.ArrowBuilder{}
+	order := []int32{}
+	sticky := int32(rand.IntN(int(t.Registration.BucketCount)))
+	var bucketKey *record.KeyCodec
+	if len(t.Registration.BucketKeys) > 0 {
+		var err error
+		if bucketKey, err = record.NewKeyCodec(t.Schema.Columns, t.Registration.BucketKeys); err != nil {
+			return nil, err
+		}
+	}
+	for i, st := range rows {
+		js, err := protojson.Marshal(st)
+		if err != nil {
+			return nil, fmt.Errorf("rows[%d]: %w", i, err)
+		}
+		row, err := record.RowFromJSON(t.Schema, js)
+		if err != nil {
+			problems = append(problems, prefixFields(fmt.Sprintf("rows[%d].", i), err))
+			continue
+		}
+		bucket := sticky
+		if bucketKey != nil {
+			key, err := bucketKey.AppendRow(nil, row)
+			if err != nil {
+				problems = append(problems, prefixFields(fmt.Sprintf("rows[%d].", i), err))
+				continue
+			}
+			bucket = int32(record.BucketOf(key, int(t.Registration.BucketCount)))
+		}
+		bld, ok := builders[bucket]
+		if !ok {
+			if bld, err = record.NewArrowBuilder(t.Schema, memory.DefaultAllocator); err != nil {
+				return nil, err
+			}
+			builders[bucket] = bld
+			order = append(order, bucket)
+		}
+		if err := bld.Append(row, record.AppendOnly); err != nil {
+			problems = append(problems, prefixFields(fmt.Sprintf("rows[%d].", i), err))
+		}
+	}
+	if len(problems) > 0 {
+		return nil, errors.Join(problems...)
+	}
+	comp, err := record.CompressionOf(t.Descriptor())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*stromv1.ProduceBucket, 0, len(order))
+	for _, b := range order {
+		buf, _, err := builders[b].Build(nil, record.BatchHeader{
+			SchemaID: int16(t.SchemaID), AppendOnly: true, WriterID: record.NoWriterID, BatchSequence: record.NoBatchSequence,
+		}, comp)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, &stromv1.ProduceBucket{Bucket: b, Records: buf})
+	}
+	return out, nil
+}
+
+// prefixFields puts prefix before the field of every validation problem in err.
+func prefixFields(prefix string, err error) error {
+	var out []error
+	for _, inv := range record.InvalidErrors(err) {
+		out = append(out, &record.InvalidError{Field: prefix + inv.Field, Reason: inv.Reason})
+	}
+	if len(out) == 0 {
+		return fmt.Errorf("%s %w", strings.TrimSuffix(prefix, "."), err)
+	}
+	return errors.Join(out...)
+}
+
+// wantsJSON reports whether rows should come back as JSON: asked for, or
+// the request itself was JSON.
+func wantsJSON(header interface{ Get(string) string }, asked bool) bool {
+	return asked || strings.Contains(header.Get("Content-Type"), "json")
+}
+
+func (h *tabletHandler) FetchLog(ctx context.Context, req *connect.Request[stromv1.FetchLogRequest]) (*connect.Response[stromv1.FetchLogResponse], error) {
+	m := req.Msg
+	t, err := h.table(m.Database, m.Table)
+	if err != nil {
+		return nil, err
+	}
+	cols, err := projection(t.Schema, m.Columns)
+	if err != nil {
+		return nil, err
+	}
+	if len(m.Buckets) == 0 {
+		return nil, &record.InvalidError{Field: "buckets", Reason: "name at least one bucket to fetch"}
+	}
+	schema := t.Schema
+	if cols != nil {
+		schema = t.Schema.Project(cols)
+	}
+	asJSON := wantsJSON(req.Header(), m.JsonRows)
+	maxBytes := int(m.MaxBytes)
+	if maxBytes <= 0 {
+		maxBytes = defaultFetchMaxBytes
+	}
+	minBytes := max(int(m.MinBytes), 1)
+	wait := min(time.Duration(m.MaxWaitMs)*time.Millisecond, maxFetchWait)
+	deadline := time.Now().Add(wait)
+
+	for {
+		resp := &stromv1.FetchLogResponse{SchemaId: t.SchemaID, Columns: schema.ColumnNames()}
+		total := 0
+		var wake []<-chan struct{}
+		for _, fb := range m.Buckets {
+			res, n, advanced := h.fetchBucket(t, fb, cols, schema, asJSON, maxBytes-total)
+			resp.Buckets = append(resp.Buckets, res)
+			total += n
+			if advanced != nil {
+				wake = append(wake, advanced)
+			}
+		}
+		if total >= minBytes || wait <= 0 || time.Now().After(deadline) || len(wake) == 0 {
+			return connect.NewResponse(resp), nil
+		}
+		if err := waitAny(ctx, wake, time.Until(deadline)); err != nil {
+			return connect.NewResponse(resp), nil // the wait ran out: answer with what there is
+		}
+	}
+}
+
+// fetchBucket reads one bucket. It returns the result, the bytes it holds,
+// and a channel that closes when the bucket has more (nil on error).
+func (h *tabletHandler) fetchBucket(t catalog.Table, fb *stromv1.FetchBucket, cols []int, schema record.Schema, asJSON bool, budget int) (*stromv1.FetchBucketResult, int, <-chan struct{}) {
+	res := &stromv1.FetchBucketResult{Bucket: fb.Bucket, NextOffset: fb.Offset}
+	r, err := h.replica(t, fb.Bucket)
+	if err != nil {
+		res.Error = rpc.Detail(err)
+		return res, 0, nil
+	}
+	advanced := r.Advanced()
+	limit := int(fb.MaxBytes)
+	if limit <= 0 {
+		limit = defaultBucketMaxBytes
+	}
+	limit = max(min(limit, budget), 1)
+	rr, err := r.Read(fb.Offset, limit)
+	res.HighWatermark, res.LogStartOffset = rr.HighWatermark, rr.LogStartOffset
+	if err != nil {
+		res.Error = rpc.Detail(err)
+		return res, 0, nil
+	}
+	data := rr.Batches
+	var out []byte
+	n := 0
+	for len(data) > 0 {
+		var b record.Batch
+		if b, data, err = record.NextBatch(data); err != nil {
+			res.Error = rpc.Detail(fmt.Errorf("bucket %d: stored batch: %w", fb.Bucket, err))
+			return res, n, nil
+		}
+		res.NextOffset = b.NextOffset()
+		if cols != nil {
+			if out, b, err = record.ProjectBatch(out, b, t.Schema, cols); err != nil {
+				res.Error = rpc.Detail(fmt.Errorf("bucket %d: project batch at offset %d: %w", fb.Bucket, b.BaseOffset(), err))
+				return res, n, nil
+			}
+		} else {
+			out = append(out, b...)
+		}
+		n += len(b)
+		if asJSON {
+			if err := appendJSONRows(res, b, schema, fb.Bucket); err != nil {
+				res.Error = rpc.Detail(err)
+				return res, n, nil
+			}
+		}
+	}
+	if !asJSON {
+		res.Records = out
+	}
+	return res, n, advanced
+}
+
+// appendJSONRows decodes b and appends its rows, with their metadata, as
+// JSON objects.
+func appendJSONRows(res *stromv1.FetchBucketResult, b record.Batch, schema record.Schema, bucket int32) error {
+	dec, err := record.DecodeArrowBatch(b, schema, memory.DefaultAllocator)
+	if err != nil {
+		return err
+	}
+	defer dec.Release()
+	var js []byte
+	for i := 0; i < dec.Len(); i++ {
+		js = record.AppendRowJSON(js[:0], schema, dec.Row(i))
+		st, err := jsonToStruct(js)
+		if err != nil {
+			return err
+		}
+		st.Fields["_offset"] = int64Value(b.BaseOffset() + int64(i))
+		st.Fields["_timestamp"] = structpb.NewStringValue(time.UnixMilli(b.CommitTimestamp()).UTC().Format("2006-01-02T15:04:05.000Z"))
+		st.Fields["_change_type"] = structpb.NewStringValue(dec.ChangeType(i).String())
+		st.Fields["_bucket"] = structpb.NewNumberValue(float64(bucket))
+		res.Rows = append(res.Rows, st)
+	}
+	return nil
+}
+
+// jsonToStruct converts a JSON object to a Struct, keeping integers that a
+// double cannot hold exactly as strings (as DESIGN.md's rows-as-JSON allows
+// for BIGINT).
+func jsonToStruct(js []byte) (*structpb.Struct, error) {
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.UseNumber()
+	var obj map[string]any
+	if err := dec.Decode(&obj); err != nil {
+		return nil, err
+	}
+	st := &structpb.Struct{Fields: make(map[string]*structpb.Value, len(obj))}
+	for k, v := range obj {
+		st.Fields[k] = toValue(v)
+	}
+	return st, nil
+}
+
+func toValue(v any) *structpb.Value {
+	switch x := v.(type) {
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return int64Value(i)
+		}
+		f, _ := x.Float64()
+		return structpb.NewNumberValue(f)
+	case nil:
+		return structpb.NewNullValue()
+	case bool:
+		return structpb.NewBoolValue(x)
+	case string:
+		return structpb.NewStringValue(x)
+	}
+	val, err := structpb.NewValue(v)
+	if err != nil {
+		return structpb.NewStringValue(fmt.Sprint(v))
+	}
+	return val
+}
+
+func int64Value(i int64) *structpb.Value {
+	if i > 1<<53 || i < -(1<<53) {
+		return structpb.NewStringValue(fmt.Sprint(i))
+	}
+	return structpb.NewNumberValue(float64(i))
+}
+
+// projection maps column names to indexes in table order; nil means all.
+func projection(s record.Schema, names []string) ([]int, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	want := map[string]bool{}
+	for _, n := range names {
+		if _, _, ok := s.Column(n); !ok {
+			return nil, &record.InvalidError{Field: "columns", Reason: fmt.Sprintf("%q is not a column; columns are %s", n, strings.Join(s.ColumnNames(), ", "))}
+		}
+		want[n] = true
+	}
+	var cols []int
+	for i, c := range s.Columns {
+		if want[c.Name] {
+			cols = append(cols, i)
+		}
+	}
+	if len(cols) == len(s.Columns) {
+		return nil, nil
+	}
+	return cols, nil
+}
+
+// waitAny waits until one of chs closes, ctx ends, or d passes.
+func waitAny(ctx context.Context, chs []<-chan struct{}, d time.Duration) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	done := make(chan struct{})
+	defer close(done)
+	woke := make(chan struct{}, 1)
+	for _, ch := range chs {
+		go func(ch <-chan struct{}) {
+			select {
+			case <-ch:
+				select {
+				case woke <- struct{}{}:
+				default:
+				}
+			case <-done:
+			}
+		}(ch)
+	}
+	select {
+	case <-woke:
+		return nil
+	case <-timer.C:
+		return context.DeadlineExceeded
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (h *tabletHandler) ListOffsets(_ context.Context, req *connect.Request[stromv1.ListOffsetsRequest]) (*connect.Response[stromv1.ListOffsetsResponse], error) {
+	m := req.Msg
+	t, err := h.table(m.Database, m.Table)
+	if err != nil {
+		return nil, err
+	}
+	buckets := m.Buckets
+	if len(buckets) == 0 {
+		for b := int32(0); b < t.Registration.BucketCount; b++ {
+			buckets = append(buckets, b)
+		}
+	}
+	resp := &stromv1.ListOffsetsResponse{}
+	for _, b := range buckets {
+		res := &stromv1.BucketOffset{Bucket: b}
+		resp.Buckets = append(resp.Buckets, res)
+		r, err := h.replica(t, b)
+		if err != nil {
+			res.Error = rpc.Detail(err)
+			continue
+		}
+		switch m.Spec {
+		case stromv1.OffsetSpec_OFFSET_SPEC_EARLIEST:
+			res.Offset = r.Log().LogStartOffset()
+		case stromv1.OffsetSpec_OFFSET_SPEC_LATEST, stromv1.OffsetSpec_OFFSET_SPEC_UNSPECIFIED:
+			res.Offset = r.Log().HighWatermark()
+		case stromv1.OffsetSpec_OFFSET_SPEC_TIMESTAMP:
+			off, found, err := r.Log().OffsetForTimestamp(m.TimestampMs)
+			switch {
+			case err != nil:
+				res.Error = rpc.Detail(err)
+			case !found:
+				res.Offset = r.Log().HighWatermark() // nothing at or after: where the next record will go
+			default:
+				res.Offset = min(off, r.Log().HighWatermark())
+			}
+		default:
+			res.Error = rpc.Detail(&record.InvalidError{Field: "spec", Reason: fmt.Sprintf("unknown offset spec %d", m.Spec)})
+		}
+	}
+	return connect.NewResponse(resp), nil
+}
+
+func (h *tabletHandler) LimitScan(_ context.Context, req *connect.Request[stromv1.LimitScanRequest]) (*connect.Response[stromv1.LimitScanResponse], error) {
+	m := req.Msg
+	t, err := h.table(m.Database, m.Table)
+	if err != nil {
+		return nil, err
+	}
+	if len(t.Schema.PrimaryKey) > 0 {
+		return nil, &record.InvalidError{Field: "table", Reason: fmt.Sprintf("%s.%s is a primary-key table: LimitScan of primary-key tables comes with the KV tablet", t.Database, t.Name)}
+	}
+	if m.Limit <= 0 || m.Limit > 100_000 {
+		return nil, &record.InvalidError{Field: "limit", Reason: fmt.Sprintf("must be 1..100000, got %d", m.Limit)}
+	}
+	r, err := h.replica(t, m.Bucket)
+	if err != nil {
+		return nil, err
+	}
+	hw := r.Log().HighWatermark()
+	from := max(r.Log().LogStartOffset(), hw-int64(m.Limit))
+	resp := &stromv1.LimitScanResponse{SchemaId: t.SchemaID}
+	asJSON := wantsJSON(req.Header(), m.JsonRows)
+	fake := &stromv1.FetchBucketResult{}
+	for off := from; off < hw; {
+		rr, err := r.Read(off, defaultBucketMaxBytes)
+		if err != nil {
+			return nil, err
+		}
+		if len(rr.Batches) == 0 {
+			break
+		}
+		for data := rr.Batches; len(data) > 0; {
+			var b record.Batch
+			if b, data, err = record.NextBatch(data); err != nil {
+				return nil, err
+			}
+			off = b.NextOffset()
+			if b.NextOffset() <= from {
+				continue
+			}
+			if asJSON {
+				if err := appendJSONRows(fake, b, t.Schema, m.Bucket); err != nil {
+					return nil, err
+				}
+			} else {
+				resp.Records = append(resp.Records, b...)
+			}
+		}
+	}
+	if asJSON {
+		// Keep the last rows only: the first batch may start before from.
+		rows := fake.Rows
+		for len(rows) > 0 && int64(rows[0].Fields["_offset"].GetNumberValue()) < from {
+			rows = rows[1:]
+		}
+		resp.Rows = rows
+	}
+	return connect.NewResponse(resp), nil
+}
+
+func (h *tabletHandler) InitWriter(ctx context.Context, _ *connect.Request[stromv1.InitWriterRequest]) (*connect.Response[stromv1.InitWriterResponse], error) {
+	id, err := h.s.coord.NewWriterID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&stromv1.InitWriterResponse{WriterId: id}), nil
+}

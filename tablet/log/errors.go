@@ -1,0 +1,66 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Returned errors wrap them with detail; compare with
+// errors.Is. Batches that fail validation on append are rejected with an
+// error wrapping record.ErrCorruptBatch.
+var (
+	// ErrClosed: the tablet has been closed.
+	ErrClosed = errors.New("log: tablet closed")
+	// ErrOffsetOutOfRange: a read or lookup named an offset below the log
+	// start or above the log end (Fluss LOG_OFFSET_OUT_OF_RANGE). Returned
+	// as *OffsetOutOfRangeError.
+	ErrOffsetOutOfRange = errors.New("log: offset out of range")
+	// ErrOutOfOrderSequence: an idempotent writer's batch sequence does not
+	// follow the last one appended (Fluss OUT_OF_ORDER_SEQUENCE). Nothing of
+	// the append was written.
+	ErrOutOfOrderSequence = errors.New("log: out of order batch sequence")
+	// ErrFencedLeaderEpoch: AppendAsLeader was given a leader epoch older
+	// than the latest one the log has seen (or a negative one): the caller
+	// is a deposed leader (Fluss FENCED_LEADER_EPOCH).
+	ErrFencedLeaderEpoch = errors.New("log: fenced leader epoch")
+	// ErrOffsetMismatch: AppendAsFollower got batches that do not start at
+	// the log end or whose offsets are not dense and increasing.
+	ErrOffsetMismatch = errors.New("log: batch offsets do not continue the log")
+	// ErrRecordTooLarge: a batch is larger than Config.SegmentBytes, or one
+	// append is larger than 2 GiB (Fluss RECORD_TOO_LARGE).
+	ErrRecordTooLarge = errors.New("log: batch too large")
+	// ErrCorruptSegment: a segment file holds bytes that are not valid
+	// batches where valid batches must be. Returned as *CorruptSegmentError.
+	ErrCorruptSegment = errors.New("log: corrupt segment")
+)
+
+// OffsetOutOfRangeError says which offset was asked for and the range the
+// log holds. It matches ErrOffsetOutOfRange with errors.Is.
+type OffsetOutOfRangeError struct {
+	Offset   int64 // the offset asked for
+	LogStart int64 // the log start offset at the time
+	LogEnd   int64 // the log end offset at the time
+}
+
+func (e *OffsetOutOfRangeError) Error() string {
+	return fmt.Sprintf("log: offset %d out of range: the log holds [%d, %d)", e.Offset, e.LogStart, e.LogEnd)
+}
+
+// Is reports whether target is ErrOffsetOutOfRange.
+func (e *OffsetOutOfRangeError) Is(target error) bool { return target == ErrOffsetOutOfRange }
+
+// CorruptSegmentError names the file and byte position where invalid data
+// was found. It matches ErrCorruptSegment and whatever Err matches
+// (record.ErrCorruptBatch for a bad batch).
+type CorruptSegmentError struct {
+	Path     string // the segment (or index) file
+	Position int64  // byte position in Path
+	Err      error  // what is wrong
+}
+
+func (e *CorruptSegmentError) Error() string {
+	return fmt.Sprintf("log: corrupt segment %s at position %d: %v", e.Path, e.Position, e.Err)
+}
+
+// Unwrap returns ErrCorruptSegment and Err.
+func (e *CorruptSegmentError) Unwrap() []error { return []error{ErrCorruptSegment, e.Err} }

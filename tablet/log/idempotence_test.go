@@ -1,0 +1,203 @@
+package log
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+func TestIdempotentWriter(t *testing.T) {
+	const w = 7
+	tests := []struct {
+		name    string
+		seqs    []int32 // appended first, each in its own call
+		next    int32   // then this one
+		wantErr error   // nil: accepted; ErrOutOfOrderSequence
+		wantDup int     // ≥ 0: a duplicate of seqs[wantDup]
+	}{
+		{"new writer at 0", nil, 0, nil, -1},
+		{"new writer not at 0", nil, 1, ErrOutOfOrderSequence, -1},
+		{"next in sequence", []int32{0, 1, 2}, 3, nil, -1},
+		{"gap", []int32{0, 1, 2}, 4, ErrOutOfOrderSequence, -1},
+		{"retry of the last", []int32{0, 1, 2}, 2, nil, 2},
+		{"retry of an earlier one", []int32{0, 1, 2, 3, 4}, 0, nil, 0},
+		{"older than the five remembered", []int32{0, 1, 2, 3, 4, 5}, 0, ErrOutOfOrderSequence, -1},
+		{"wrap around", []int32{math.MaxInt32 - 1, math.MaxInt32}, 0, nil, -1},
+		{"negative sequence", []int32{0}, -1, ErrOutOfOrderSequence, -1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tb := openT(t, testConfig(t))
+			m := &model{}
+			var infos []AppendInfo
+			for i, seq := range tc.seqs {
+				if i == 0 && seq != 0 {
+					// Start a writer at an arbitrary sequence through the
+					// follower path, which takes any first sequence.
+					b := batchSpec{id: int64(i), records: 2, size: 20, writer: w, seq: seq}.bytes()
+					if err := tb.AppendAsFollower(b); err != nil {
+						t.Fatal(err)
+					}
+					m.batches = append(m.batches, stored{base: 0, last: 1, id: int64(i), size: 20, ts: 0, epoch: -1})
+					infos = append(infos, AppendInfo{FirstOffset: 0, LastOffset: 1, CommitTimestamp: 0})
+					continue
+				}
+				infos = append(infos, appendLeader(t, tb, m, 0, t0.Add(time.Duration(i)*time.Second), batchSpec{id: int64(i), records: 2, size: 20, writer: w, seq: seq}))
+			}
+			end := tb.LogEndOffset()
+			info, err := tb.AppendAsLeader(batchSpec{id: 99, records: 3, size: 20, writer: w, seq: tc.next}.bytes(), 0, t0.Add(time.Hour))
+			switch {
+			case tc.wantErr != nil:
+				mustErrIs(t, err, tc.wantErr)
+				if tb.LogEndOffset() != end {
+					t.Fatal("a rejected batch was appended")
+				}
+			case tc.wantDup >= 0:
+				if err != nil {
+					t.Fatal(err)
+				}
+				orig := infos[tc.wantDup]
+				if !info.Duplicate || info.FirstOffset != orig.FirstOffset || info.LastOffset != orig.LastOffset || info.CommitTimestamp != orig.CommitTimestamp {
+					t.Fatalf("retry answered %+v, want the original %+v as a duplicate", info, orig)
+				}
+				if tb.LogEndOffset() != end {
+					t.Fatal("a duplicate was appended")
+				}
+			default:
+				if err != nil || info.Duplicate || info.FirstOffset != end || info.LastOffset != end+2 {
+					t.Fatalf("AppendAsLeader = %+v, %v; want offsets [%d, %d]", info, err, end, end+2)
+				}
+			}
+		})
+	}
+}
+
+func TestIdempotenceMultiBatchCalls(t *testing.T) {
+	tb := openT(t, testConfig(t))
+	m := &model{}
+	appendLeader(t, tb, m, 0, t0,
+		batchSpec{id: 1, records: 1, size: 10, writer: 1, seq: 0},
+		batchSpec{id: 2, records: 1, size: 10, writer: 2, seq: 0},
+		batchSpec{id: 3, records: 1, size: 10, writer: 1, seq: 1},
+		batchSpec{id: 4, records: 1, size: 10}) // not idempotent
+	end := tb.LogEndOffset()
+
+	// A call holding a retried batch appends nothing and answers for it.
+	var buf []byte
+	buf = append(buf, batchSpec{id: 5, records: 1, size: 10, writer: 2, seq: 1}.bytes()...)
+	buf = append(buf, batchSpec{id: 3, records: 1, size: 10, writer: 1, seq: 1}.bytes()...)
+	info, err := tb.AppendAsLeader(buf, 0, t0)
+	if err != nil || !info.Duplicate || info.FirstOffset != 2 {
+		t.Fatalf("AppendAsLeader = %+v, %v; want the duplicate at offset 2", info, err)
+	}
+	// A call whose second batch is out of order appends nothing.
+	buf = buf[:0]
+	buf = append(buf, batchSpec{id: 5, records: 1, size: 10, writer: 2, seq: 1}.bytes()...)
+	buf = append(buf, batchSpec{id: 6, records: 1, size: 10, writer: 2, seq: 3}.bytes()...)
+	_, err = tb.AppendAsLeader(buf, 0, t0)
+	mustErrIs(t, err, ErrOutOfOrderSequence)
+	if tb.LogEndOffset() != end {
+		t.Fatal("a rejected call appended")
+	}
+	// Sequences inside one call follow each other.
+	appendLeader(t, tb, m, 0, t0,
+		batchSpec{id: 5, records: 1, size: 10, writer: 2, seq: 1},
+		batchSpec{id: 6, records: 1, size: 10, writer: 2, seq: 2})
+	readAll(t, tb, m, 1000)
+}
+
+// TestWriterStateSurvivesReopen checks duplicate detection after a clean
+// close, after a crash (state rebuilt from a snapshot plus a scan), after
+// the snapshots are lost (full scan), and across segment rolls and
+// retention.
+func TestWriterStateSurvivesReopen(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.SegmentBytes = 1000
+	tb := openT(t, cfg)
+	m := &model{}
+	const writers = 4
+	var last [writers]AppendInfo
+	seq := [writers]int32{}
+	for i := range 60 {
+		w := i % writers
+		last[w] = appendLeader(t, tb, m, 0, t0, batchSpec{id: int64(i), records: 2, size: 100, writer: int64(w + 1), seq: seq[w]})
+		seq[w]++
+	}
+	check := func(t *testing.T, tb *Tablet) {
+		t.Helper()
+		for w := range writers {
+			info, err := tb.AppendAsLeader(batchSpec{id: 0, records: 2, size: 100, writer: int64(w + 1), seq: seq[w] - 1}.bytes(), 0, t0)
+			if err != nil || !info.Duplicate || info.FirstOffset != last[w].FirstOffset {
+				t.Fatalf("writer %d retry: %+v, %v; want duplicate of %+v", w+1, info, err, last[w])
+			}
+			_, err = tb.AppendAsLeader(batchSpec{id: 0, records: 2, size: 100, writer: int64(w + 1), seq: seq[w] + 1}.bytes(), 0, t0)
+			mustErrIs(t, err, ErrOutOfOrderSequence)
+		}
+	}
+	check(t, tb)
+	if err := tb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("clean", func(t *testing.T) {
+		tb := openT(t, cfg)
+		if ri := tb.RecoveryInfo(); ri.WriterSnapshot != tb.LogEndOffset() {
+			t.Fatalf("writer state from snapshot %d, want the one Close wrote at %d", ri.WriterSnapshot, tb.LogEndOffset())
+		}
+		check(t, tb)
+		tb.crash()
+	})
+	t.Run("crash", func(t *testing.T) {
+		tb := openT(t, cfg)
+		if ri := tb.RecoveryInfo(); ri.WriterSnapshot < tb.Segments()[len(tb.Segments())-1].BaseOffset {
+			t.Fatalf("writer state from snapshot %d, want one at or after the active segment's base", ri.WriterSnapshot)
+		}
+		check(t, tb)
+		tb.crash()
+	})
+	t.Run("no snapshots", func(t *testing.T) {
+		dir := copyDir(t, cfg.Dir)
+		removeGlob(t, dir, "*"+snapshotSuffix)
+		c := cfg
+		c.Dir = dir
+		tb := openT(t, c)
+		if ri := tb.RecoveryInfo(); ri.WriterSnapshot != -1 {
+			t.Fatalf("WriterSnapshot %d without snapshot files", ri.WriterSnapshot)
+		}
+		check(t, tb)
+	})
+	t.Run("after retention", func(t *testing.T) {
+		tb := openT(t, cfg)
+		tb.SetHighWatermark(tb.LogEndOffset())
+		if n, err := tb.DeleteSegmentsBefore(tb.LogEndOffset()); err != nil || n == 0 {
+			t.Fatalf("DeleteSegmentsBefore: %d, %v", n, err)
+		}
+		check(t, tb)
+		if err := tb.Close(); err != nil {
+			t.Fatal(err)
+		}
+		tb = openT(t, cfg)
+		check(t, tb)
+	})
+}
+
+func TestRemoveExpiredWriters(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.WriterExpiration = time.Hour
+	cfg.Now = fixedNow(t0.Add(90 * time.Minute).UnixMilli())
+	tb := openT(t, cfg)
+	m := &model{}
+	appendLeader(t, tb, m, 0, t0, batchSpec{id: 1, records: 1, size: 10, writer: 1, seq: 0})
+	appendLeader(t, tb, m, 0, t0.Add(time.Hour), batchSpec{id: 2, records: 1, size: 10, writer: 2, seq: 0})
+	if n := tb.RemoveExpiredWriters(); n != 1 {
+		t.Fatalf("removed %d writers, want 1", n)
+	}
+	// Writer 1 is forgotten: its next sequence is refused, 0 is new again.
+	_, err := tb.AppendAsLeader(batchSpec{id: 3, records: 1, size: 10, writer: 1, seq: 1}.bytes(), 0, t0.Add(time.Hour))
+	mustErrIs(t, err, ErrOutOfOrderSequence)
+	appendLeader(t, tb, m, 0, t0.Add(time.Hour), batchSpec{id: 4, records: 1, size: 10, writer: 1, seq: 0})
+	// Writer 2 is remembered.
+	info, err := tb.AppendAsLeader(batchSpec{id: 2, records: 1, size: 10, writer: 2, seq: 0}.bytes(), 0, t0.Add(time.Hour))
+	if err != nil || !info.Duplicate {
+		t.Fatalf("writer 2 retry: %+v, %v", info, err)
+	}
+}

@@ -1,0 +1,662 @@
+package log
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"strom/record"
+)
+
+// RecoveryInfo reports what Open found and what it repaired. Open also
+// logs every repair at Warn.
+type RecoveryInfo struct {
+	// Clean reports that the previous Close completed (its clean-shutdown
+	// marker was found), so the last segment's indexes were loaded rather
+	// than rebuilt by a full scan.
+	Clean bool
+	// Segments is the number of segments opened.
+	Segments int
+	// ScannedBatches is the number of batches whose CRC Open checked: the
+	// whole last segment after an unclean stop.
+	ScannedBatches int
+	// Truncated reports that the last segment's tail was cut; the fields
+	// after it say where and why.
+	Truncated bool
+	// TruncatedSegment is the base offset of the segment that was cut.
+	TruncatedSegment int64
+	// TruncatedPosition is the byte position of the cut in that segment
+	// file: everything from it on was dropped.
+	TruncatedPosition int64
+	// TruncatedBytes is the number of bytes dropped.
+	TruncatedBytes int64
+	// TruncatedOffset is the first offset that was not recovered (the log
+	// end after the cut).
+	TruncatedOffset int64
+	// TruncateReason says what was wrong with the first dropped byte.
+	TruncateReason string
+	// RebuiltIndexes lists the base offsets of the sealed segments whose
+	// index files were missing or unusable and were rebuilt.
+	RebuiltIndexes []int64
+	// WriterSnapshot is the offset of the writer state snapshot recovery
+	// started from, or -1 when the state was rebuilt from the log start.
+	WriterSnapshot int64
+	// EpochsRebuilt reports that the leader epoch checkpoint was missing or
+	// unusable and was rebuilt from the batches' leader epochs.
+	EpochsRebuilt bool
+	// LogStartOffset and LogEndOffset are the log's bounds after recovery.
+	LogStartOffset, LogEndOffset int64
+}
+
+// load opens the directory's files and recovers the log. Only Open calls
+// it, before the tablet is shared, but it takes the locks where the
+// helpers it shares with the running tablet expect them.
+func (t *Tablet) load() error {
+	t.appendMu.Lock()
+	defer t.appendMu.Unlock()
+	if err := os.MkdirAll(t.dir, 0o755); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(t.dir)
+	if err != nil {
+		return err
+	}
+	var bases []int64
+	indexFiles := map[int64]bool{}
+	clean := false
+	for _, e := range entries {
+		name := e.Name()
+		if o, ok := parseFileName(name, logSuffix); ok {
+			bases = append(bases, o)
+			continue
+		}
+		if o, ok := parseFileName(name, snapshotSuffix); ok {
+			t.snapshots = append(t.snapshots, o)
+			continue
+		}
+		if o, ok := parseFileName(name, indexSuffix); ok {
+			indexFiles[o] = true
+		} else if o, ok := parseFileName(name, timeIndexSuffix); ok {
+			indexFiles[o] = true
+		}
+		switch {
+		case strings.HasSuffix(name, tmpSuffix):
+			// A write that did not reach its rename.
+			if err := os.Remove(filepath.Join(t.dir, name)); err != nil {
+				return err
+			}
+		case name == cleanFile:
+			clean = true
+		}
+	}
+	slices.Sort(bases)
+	slices.Sort(t.snapshots)
+	t.recovery = RecoveryInfo{Clean: clean, WriterSnapshot: -1}
+
+	// Index files without a segment (left by a crash in the middle of a
+	// deletion) would be mistaken for a new segment's.
+	for o := range indexFiles {
+		if _, found := slices.BinarySearch(bases, o); !found {
+			os.Remove(filepath.Join(t.dir, fileName(o, indexSuffix)))
+			os.Remove(filepath.Join(t.dir, fileName(o, timeIndexSuffix)))
+		}
+	}
+
+	if len(bases) == 0 {
+		s, err := t.createSegment(0)
+		if err != nil {
+			return err
+		}
+		t.mu.segments = []*segment{s}
+	} else {
+		for _, b := range bases {
+			f, err := os.OpenFile(filepath.Join(t.dir, fileName(b, logSuffix)), os.O_RDWR, 0)
+			if err != nil {
+				return err
+			}
+			t.mu.segments = append(t.mu.segments, &segment{base: b, dir: t.dir, f: f})
+		}
+	}
+	segs := t.mu.segments
+	for i, s := range segs[:len(segs)-1] {
+		if err := t.loadSealed(s, segs[i+1].base); err != nil {
+			return err
+		}
+	}
+	last := segs[len(segs)-1]
+	if err := t.loadActive(last, clean); err != nil {
+		return err
+	}
+	// The active segment's index files are rewritten when it is sealed or
+	// closed; stale ones must not survive into a later crash recovery.
+	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
+		if err := os.Remove(last.path(suffix)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	t.recomputeMaxTsLocked()
+	t.recovery.Segments = len(segs)
+	t.recovery.LogStartOffset, t.recovery.LogEndOffset = segs[0].base, t.mu.logEnd
+
+	if err := t.loadEpochs(); err != nil {
+		return err
+	}
+	snap, err := t.loadWriterState(t.mu.logEnd)
+	if err != nil {
+		return err
+	}
+	t.recovery.WriterSnapshot = snap
+	hw, ok, err := readHW(t.dir)
+	if err != nil {
+		t.lg.Warn("high watermark checkpoint unreadable, starting from the log start", "error", err)
+	}
+	if !ok {
+		hw = 0
+	}
+	t.mu.hw = min(max(hw, segs[0].base), t.mu.logEnd)
+
+	// From here on a crash is unclean: the marker must be gone for good.
+	if clean {
+		if err := os.Remove(filepath.Join(t.dir, cleanFile)); err != nil {
+			return err
+		}
+	}
+	if !t.cfg.NoSync {
+		if err := syncDir(t.dir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// createSegment creates an empty segment file at base (replacing any file
+// of that name) and removes stale index files for it. The caller syncs the
+// directory. appendMu held.
+func (t *Tablet) createSegment(base int64) (*segment, error) {
+	s := &segment{base: base, dir: t.dir}
+	f, err := os.OpenFile(s.path(logSuffix), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("create segment %d: %w", base, err)
+	}
+	s.f = f
+	s.resetEmpty()
+	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
+		if err := os.Remove(s.path(suffix)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			f.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// loadSealed opens a segment that is not the last. Its index files are
+// used if present and sane (cheap checks), else rebuilt by walking its
+// batch headers. Either way the batches after the last offset index entry
+// are walked to check that the segment ends, on a whole batch, exactly
+// where the next one begins. A bad frame is an error: sealed segments were
+// fsynced before the next segment was created, so damage there is not a
+// torn write and is not cut silently.
+func (t *Tablet) loadSealed(s *segment, next int64) error {
+	st, err := s.f.Stat()
+	if err != nil {
+		return err
+	}
+	s.resetEmpty()
+	s.size = st.Size()
+	if s.size == 0 {
+		return &CorruptSegmentError{Path: s.path(logSuffix), Err: fmt.Errorf("empty, yet followed by segment %d", next)}
+	}
+	if reason := t.loadIndexFiles(s, next); reason == "" {
+		return nil
+	} else if reason != "missing" {
+		t.lg.Warn("rebuilding unusable segment indexes", "segment", s.base, "reason", reason)
+	}
+	// Rebuild from the batch headers.
+	size := s.size
+	s.resetEmpty()
+	_, end, err := s.walk(0, size, s.base, func(pos int64, h record.Batch) error {
+		s.addBatch(pos, h, t.interval)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if end != next {
+		return &CorruptSegmentError{Path: s.path(logSuffix), Position: size, Err: fmt.Errorf("ends at offset %d, but the next segment starts at %d", end, next)}
+	}
+	if err := t.writeIndexFiles(s); err != nil {
+		return err
+	}
+	t.recovery.RebuiltIndexes = append(t.recovery.RebuiltIndexes, s.base)
+	s.sealed = true
+	s.nOffsets, s.nTimes = len(s.offsets), len(s.finalTimes())
+	s.offsets, s.times = nil, nil
+	return nil
+}
+
+// loadIndexFiles uses a sealed segment's index files if they pass cheap
+// checks (whole entries; first and last entries ordered and inside the
+// segment; the walk from the last offset entry ends exactly at next). It
+// returns why they cannot be used, or "".
+func (t *Tablet) loadIndexFiles(s *segment, next int64) string {
+	span := next - s.base
+	idx, err1 := readEnds(s.path(indexSuffix), offsetEntrySize)
+	tidx, err2 := readEnds(s.path(timeIndexSuffix), timeEntrySize)
+	if errors.Is(err1, os.ErrNotExist) || errors.Is(err2, os.ErrNotExist) {
+		return "missing"
+	}
+	if err := errors.Join(err1, err2); err != nil {
+		return err.Error()
+	}
+	if err := checkOffsetIndex(idx.ends, span, s.size); err != nil {
+		return "offset index: " + err.Error()
+	}
+	if err := checkTimeIndex(tidx.ends, span); err != nil {
+		return "time index: " + err.Error()
+	}
+	if tidx.n == 0 {
+		return "time index empty"
+	}
+	pos, base := int64(0), s.base
+	if idx.n > 0 {
+		e := decodeOffsetEntry(idx.ends[len(idx.ends)-offsetEntrySize:])
+		pos, base = int64(e.pos), s.base+int64(e.rel)
+	}
+	lastTime := decodeTimeEntry(tidx.ends[len(tidx.ends)-timeEntrySize:])
+	maxTs := lastTime.ts
+	_, end, err := s.walk(pos, s.size, base, func(_ int64, h record.Batch) error {
+		maxTs = max(maxTs, h.CommitTimestamp())
+		return nil
+	})
+	if err != nil {
+		return "walk from the last offset index entry: " + err.Error()
+	}
+	if end != next {
+		return fmt.Sprintf("walk from the last offset index entry ends at offset %d, the next segment starts at %d", end, next)
+	}
+	s.sealed = true
+	s.nOffsets, s.nTimes = idx.n, tidx.n
+	s.maxTs, s.maxTsOff = maxTs, s.base+int64(lastTime.rel)
+	return ""
+}
+
+// fileEnds holds the first and last entries of an index file.
+type fileEnds struct {
+	n    int    // entries in the file
+	ends []byte // the first entry, then the last if there are two or more
+}
+
+func readEnds(path string, entrySize int) (fileEnds, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return fileEnds{}, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fileEnds{}, err
+	}
+	if st.Size()%int64(entrySize) != 0 {
+		return fileEnds{}, fmt.Errorf("%s: %d bytes is not a whole number of %d-byte entries", filepath.Base(path), st.Size(), entrySize)
+	}
+	n := int(st.Size() / int64(entrySize))
+	var ends []byte
+	if n > 0 {
+		ends = make([]byte, entrySize, 2*entrySize)
+		if err := readFull(f, ends, 0); err != nil {
+			return fileEnds{}, err
+		}
+	}
+	if n > 1 {
+		ends = ends[:2*entrySize]
+		if err := readFull(f, ends[entrySize:], st.Size()-int64(entrySize)); err != nil {
+			return fileEnds{}, err
+		}
+	}
+	return fileEnds{n: n, ends: ends}, nil
+}
+
+// loadActive opens the last segment. After a clean Close its index files
+// are loaded and the batches after the last offset entry are checked
+// (CRC included); otherwise, or if that fails, the whole segment is
+// scanned with recoverActive.
+func (t *Tablet) loadActive(s *segment, clean bool) error {
+	st, err := s.f.Stat()
+	if err != nil {
+		return err
+	}
+	if clean {
+		reason, err := t.loadActiveClean(s, st.Size())
+		if err != nil {
+			return err
+		}
+		if reason == "" {
+			return nil
+		}
+		t.lg.Warn("clean shutdown marker found but the last segment's indexes are unusable, scanning it", "segment", s.base, "reason", reason)
+	}
+	return t.recoverActive(s, st.Size())
+}
+
+// loadActiveClean loads the last segment's index files written by Close.
+// It returns why they cannot be used, or "".
+func (t *Tablet) loadActiveClean(s *segment, size int64) (string, error) {
+	s.resetEmpty()
+	idx, err1 := os.ReadFile(s.path(indexSuffix))
+	tidx, err2 := os.ReadFile(s.path(timeIndexSuffix))
+	if err := errors.Join(err1, err2); err != nil {
+		return err.Error(), nil
+	}
+	// Offsets are not known yet; the walk below checks the entries against
+	// the batches.
+	if err := checkOffsetIndex(idx, 1<<32, max(size, 1)); err != nil {
+		return "offset index: " + err.Error(), nil
+	}
+	if err := checkTimeIndex(tidx, 1<<32); err != nil {
+		return "time index: " + err.Error(), nil
+	}
+	for i := 0; i < len(idx); i += offsetEntrySize {
+		s.offsets = append(s.offsets, decodeOffsetEntry(idx[i:]))
+	}
+	for i := 0; i < len(tidx); i += timeEntrySize {
+		s.times = append(s.times, decodeTimeEntry(tidx[i:]))
+	}
+	pos, base := int64(0), s.base
+	if n := len(s.offsets); n > 0 {
+		pos, base = int64(s.offsets[n-1].pos), s.base+int64(s.offsets[n-1].rel)
+		// Check the entry points at a batch with the offset it claims.
+		var hdr [headerSize]byte
+		if err := readFull(s.f, hdr[:], pos); err != nil {
+			return "last offset index entry: " + err.Error(), nil
+		}
+		if _, err := checkHeader(hdr[:], pos, size, base); err != nil {
+			return "last offset index entry: " + err.Error(), nil
+		}
+	}
+	if n := len(s.times); n > 0 {
+		s.maxTs, s.maxTsOff = s.times[n-1].ts, s.base+int64(s.times[n-1].rel)
+	}
+	s.size = size
+	s.sinceIndex = size - pos
+	if size > 0 {
+		var hdr [headerSize]byte
+		if err := readFull(s.f, hdr[:], 0); err != nil {
+			return "first batch: " + err.Error(), nil
+		}
+		s.firstTs = record.Batch(hdr[:]).CommitTimestamp()
+	}
+	end := base
+	var buf []byte
+	for pos < size {
+		b, err := readBatch(s.f, pos, size, end, &buf)
+		if err != nil {
+			return fmt.Sprintf("batch at position %d: %v", pos, err), nil
+		}
+		if ts := b.CommitTimestamp(); ts > s.maxTs {
+			s.maxTs, s.maxTsOff = ts, b.BaseOffset()
+		}
+		pos += int64(len(b))
+		end = b.NextOffset()
+	}
+	t.mu.logEnd = end
+	return "", nil
+}
+
+// readBatch reads the whole batch at pos (which must end by end) and checks
+// it like recovery does: frame, V2, base offset want, CRC.
+func readBatch(f io.ReaderAt, pos, end, want int64, buf *[]byte) (record.Batch, error) {
+	var lenField [12]byte
+	if end-pos < int64(len(lenField)) {
+		return nil, fmt.Errorf("%w: %d trailing bytes, shorter than a batch header", record.ErrCorruptBatch, end-pos)
+	}
+	if err := readFull(f, lenField[:], pos); err != nil {
+		return nil, err
+	}
+	size := int64(int32(le.Uint32(lenField[8:]))) + 12
+	if size < headerSize {
+		return nil, fmt.Errorf("%w: length field says %d bytes", record.ErrCorruptBatch, size)
+	}
+	if pos+size > end {
+		return nil, fmt.Errorf("%w: batch of %d bytes, only %d present", record.ErrCorruptBatch, size, end-pos)
+	}
+	if int64(cap(*buf)) < size {
+		*buf = make([]byte, size)
+	}
+	b := (*buf)[:size]
+	if err := readFull(f, b, pos); err != nil {
+		return nil, err
+	}
+	if _, err := checkHeader(b, pos, end, want); err != nil {
+		return nil, err
+	}
+	if err := record.Batch(b).Validate(); err != nil {
+		return nil, err
+	}
+	return record.Batch(b), nil
+}
+
+// recoverActive scans the last segment from its start, checking every
+// batch (frame, V2, CRC, offsets dense from the segment base), rebuilds its
+// in-memory indexes, and cuts the file at the first invalid byte,
+// reporting the cut.
+func (t *Tablet) recoverActive(s *segment, size int64) error {
+	s.resetEmpty()
+	r := bufio.NewReaderSize(io.NewSectionReader(s.f, 0, size), 1<<20)
+	pos, want := int64(0), s.base
+	var buf []byte
+	var reason error
+	for pos < size {
+		b, err := nextStored(r, pos, size, want, &buf)
+		if err != nil {
+			if !errors.Is(err, record.ErrCorruptBatch) {
+				return fmt.Errorf("scan segment %d at %d: %w", s.base, pos, err)
+			}
+			reason = err
+			break
+		}
+		s.addBatch(pos, b, t.interval)
+		t.recovery.ScannedBatches++
+		pos += int64(len(b))
+		want = b.NextOffset()
+	}
+	t.mu.logEnd = want
+	if reason == nil {
+		return nil
+	}
+	if err := s.f.Truncate(pos); err != nil {
+		return fmt.Errorf("cut segment %d at %d: %w", s.base, pos, err)
+	}
+	if !t.cfg.NoSync {
+		if err := s.f.Sync(); err != nil {
+			return fmt.Errorf("sync segment %d: %w", s.base, err)
+		}
+	}
+	t.recovery.Truncated = true
+	t.recovery.TruncatedSegment = s.base
+	t.recovery.TruncatedPosition = pos
+	t.recovery.TruncatedBytes = size - pos
+	t.recovery.TruncatedOffset = want
+	t.recovery.TruncateReason = reason.Error()
+	t.lg.Warn("cut invalid tail of the last segment",
+		"segment", s.path(logSuffix), "position", pos, "bytes_dropped", size-pos,
+		"next_offset", want, "reason", reason)
+	return nil
+}
+
+// nextStored reads the next batch from r (at file position pos of a
+// segment of size bytes) and checks it. It reads no further than the batch.
+func nextStored(r *bufio.Reader, pos, size, want int64, buf *[]byte) (record.Batch, error) {
+	if size-pos < 12 {
+		return nil, fmt.Errorf("%w: torn: %d trailing bytes, shorter than a batch header", record.ErrCorruptBatch, size-pos)
+	}
+	lenField, err := r.Peek(12)
+	if err != nil {
+		return nil, err
+	}
+	n := int64(int32(le.Uint32(lenField[8:]))) + 12
+	if n < headerSize {
+		return nil, fmt.Errorf("%w: length field says %d bytes", record.ErrCorruptBatch, n)
+	}
+	if pos+n > size {
+		return nil, fmt.Errorf("%w: torn: batch of %d bytes, only %d present", record.ErrCorruptBatch, n, size-pos)
+	}
+	if int64(cap(*buf)) < n {
+		*buf = make([]byte, n)
+	}
+	b := (*buf)[:n]
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, err
+	}
+	if _, err := checkHeader(b, pos, size, want); err != nil {
+		return nil, err
+	}
+	if err := record.Batch(b).Validate(); err != nil {
+		return nil, err
+	}
+	return record.Batch(b), nil
+}
+
+// loadEpochs loads the leader epoch checkpoint, rebuilding it from the
+// batches' leader epochs if it is missing (and the log is not empty) or
+// unreadable, and trims it to the log's bounds.
+func (t *Tablet) loadEpochs() error {
+	start, end := t.mu.segments[0].base, t.mu.logEnd
+	data, err := os.ReadFile(filepath.Join(t.dir, epochFile))
+	var c epochCache
+	rebuild, persist := false, false
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		rebuild, persist = start != end, true
+	case err != nil:
+		return err
+	default:
+		es, perr := parseEpochs(data)
+		if perr != nil {
+			t.lg.Warn("leader epoch checkpoint unreadable, rebuilding it from the log", "error", perr)
+			rebuild, persist = true, true
+		}
+		c.entries = es
+	}
+	if rebuild {
+		c = epochCache{}
+		err := t.walkFrom(start, func(h record.Batch) error {
+			if e := h.LeaderEpoch(); e >= 0 && e != c.latestEpoch() {
+				c.assign(EpochEntry{Epoch: e, StartOffset: h.BaseOffset()})
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		t.recovery.EpochsRebuilt = true
+	}
+	// An entry may start at the log end (a leader that has not appended
+	// yet), not beyond it.
+	if c.truncateFromEnd(end + 1) {
+		persist = true
+	}
+	if c.truncateFromStart(start) {
+		persist = true
+	}
+	if persist {
+		return t.installEpochs(c)
+	}
+	t.mu.epochs = c
+	return nil
+}
+
+// loadWriterState rebuilds the writer state as of offset end (the log
+// end): from the newest readable snapshot in [log start, end], then the
+// batches after it; snapshots beyond end (from a log since cut) are
+// deleted. It returns the offset of the snapshot used, or -1. appendMu
+// held.
+func (t *Tablet) loadWriterState(end int64) (int64, error) {
+	start := t.mu.segments[0].base
+	if err := t.removeSnapshots(func(o int64) bool { return o > end || o < start }); err != nil {
+		return -1, err
+	}
+	ws, from, used := newWriterState(), start, int64(-1)
+	for i := len(t.snapshots) - 1; i >= 0; i-- {
+		o := t.snapshots[i]
+		data, err := os.ReadFile(filepath.Join(t.dir, fileName(o, snapshotSuffix)))
+		if err == nil {
+			var got *writerState
+			if got, err = decodeWriterSnapshot(data, o); err == nil {
+				ws, from, used = got, o, o
+				break
+			}
+		}
+		t.lg.Warn("writer snapshot unusable, trying an older one", "offset", o, "error", err)
+	}
+	if from < end {
+		err := t.walkFrom(from, func(h record.Batch) error {
+			if h.BaseOffset() >= end {
+				return errStop
+			}
+			ws.apply(h)
+			return nil
+		})
+		if err != nil {
+			return -1, err
+		}
+	}
+	t.writers = ws
+	return used, nil
+}
+
+// walkFrom calls fn with the header of each batch from the one holding
+// offset to the log end, in offset order. appendMu held (so the segments
+// do not change).
+func (t *Tablet) walkFrom(offset int64, fn func(h record.Batch) error) error {
+	segs := t.mu.segments
+	i, found := slices.BinarySearchFunc(segs, offset, func(s *segment, o int64) int {
+		switch {
+		case s.base < o:
+			return -1
+		case s.base > o:
+			return 1
+		}
+		return 0
+	})
+	if !found {
+		i--
+	}
+	if i < 0 {
+		i = 0
+	}
+	for ; i < len(segs); i++ {
+		s := segs[i]
+		var pos, base int64
+		var err error
+		if s.sealed {
+			pos, base, err = s.lookupFile(max(offset, s.base), s.nOffsets)
+			if err != nil {
+				return err
+			}
+		} else {
+			pos, base = s.lookupMem(max(offset, s.base))
+		}
+		stopped := false
+		_, _, err = s.walk(pos, s.size, base, func(_ int64, h record.Batch) error {
+			if h.LastOffset() < offset {
+				return nil
+			}
+			if err := fn(h); err == errStop {
+				stopped = true
+				return errStop
+			} else if err != nil {
+				return err
+			}
+			return nil
+		})
+		if err != nil || stopped {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,221 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+
+	"strom/record"
+)
+
+// TruncateTo drops every batch that holds an offset ≥ offset (a follower
+// whose history diverged from its leader's). If offset falls inside a
+// batch, that whole batch goes too and the log ends at its base offset.
+// Segments after the cut are deleted, the segment holding it becomes the
+// active one, the epoch cache forgets epochs starting at or after the new
+// end, the writer state is rebuilt as of the new end, and the high
+// watermark is lowered to it if above. An offset at or beyond the log end
+// does nothing; one below the log start empties the log and restarts it
+// there (TruncateFullyAndStartAt). Reads in flight that overlap the cut
+// start over. The cut is fsynced (unless Config.NoSync) before TruncateTo
+// returns.
+func (t *Tablet) TruncateTo(offset int64) error {
+	t.appendMu.Lock()
+	defer t.appendMu.Unlock()
+	if t.mu.closed {
+		return ErrClosed
+	}
+	segs := t.mu.segments
+	if offset < 0 {
+		return &OffsetOutOfRangeError{Offset: offset, LogStart: segs[0].base, LogEnd: t.mu.logEnd}
+	}
+	if offset >= t.mu.logEnd {
+		return nil
+	}
+	if offset < segs[0].base {
+		return t.truncateFullyLocked(offset)
+	}
+	i := sort.Search(len(segs), func(i int) bool { return segs[i].base > offset }) - 1
+	s := segs[i]
+	cutPos, newEnd := int64(0), offset
+	if s.base != offset {
+		var pos, base int64
+		var err error
+		if s.sealed {
+			if pos, base, err = s.lookupFile(offset, s.nOffsets); err != nil {
+				return fmt.Errorf("truncate: %w", err)
+			}
+		} else {
+			pos, base = s.lookupMem(offset)
+		}
+		newEnd = -1
+		_, _, err = s.walk(pos, s.size, base, func(p int64, h record.Batch) error {
+			if h.LastOffset() < offset {
+				return nil
+			}
+			cutPos, newEnd = p, h.BaseOffset()
+			return errStop
+		})
+		if err != nil {
+			return fmt.Errorf("truncate: %w", err)
+		}
+		if newEnd < 0 {
+			return &CorruptSegmentError{Path: s.path(logSuffix), Position: s.size, Err: fmt.Errorf("offset %d is not in the segment's batches", offset)}
+		}
+	}
+	if cutPos == 0 && i > 0 {
+		// Nothing of the segment stays: the previous one keeps all its
+		// batches and becomes active again.
+		i--
+		s = segs[i]
+		cutPos = s.size
+	}
+
+	// The segment's state as an active segment holding [0, cutPos).
+	st := &segment{base: s.base, dir: s.dir, f: s.f}
+	st.resetEmpty()
+	if _, _, err := s.walk(0, cutPos, s.base, func(p int64, h record.Batch) error {
+		st.addBatch(p, h, t.interval)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("truncate: %w", err)
+	}
+	removed := slices.Clone(segs[i+1:])
+	c := epochCache{entries: t.mu.epochs.clone()}
+	epochsChanged := c.truncateFromEnd(newEnd)
+
+	// Publish first, then change the files: a read that starts from now on
+	// sees the new end; one already running sees truncGen move and starts
+	// over.
+	t.mu.Lock()
+	t.mu.truncGen++
+	t.mu.segments = slices.Clone(segs[:i+1])
+	s.size, s.maxTs, s.maxTsOff, s.firstTs = st.size, st.maxTs, st.maxTsOff, st.firstTs
+	s.offsets, s.times, s.sinceIndex = st.offsets, st.times, st.sinceIndex
+	s.sealed, s.nOffsets, s.nTimes = false, 0, 0
+	t.mu.logEnd = newEnd
+	t.mu.hw = min(t.mu.hw, newEnd)
+	t.mu.epochs = c
+	t.recomputeMaxTsLocked()
+	idle := t.retireLocked(removed)
+	t.mu.Unlock()
+
+	var errs []error
+	// Newest first, so that a crash part way leaves a log that is a prefix.
+	for j := len(removed) - 1; j >= 0; j-- {
+		if err := removed[j].removeFiles(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
+		if err := os.Remove(s.path(suffix)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	s.closeIndexFiles(false)
+	if !t.cfg.NoSync {
+		// The deletions must be durable before the cut: otherwise a power
+		// cut could bring back later segments after a shortened one.
+		if err := syncDir(t.dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := s.f.Truncate(cutPos); err != nil {
+		errs = append(errs, fmt.Errorf("truncate segment %d at %d: %w", s.base, cutPos, err))
+	} else if !t.cfg.NoSync {
+		if err := s.f.Sync(); err != nil {
+			errs = append(errs, fmt.Errorf("sync segment %d: %w", s.base, err))
+		}
+	}
+	for _, r := range idle {
+		r.closeFiles()
+	}
+	if epochsChanged {
+		if err := t.persistEpochs(c); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if _, err := t.loadWriterState(newEnd); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("truncate to %d: %w", offset, err)
+	}
+	return nil
+}
+
+// TruncateFullyAndStartAt deletes every segment and restarts the log,
+// empty, at offset (a follower whose fetch offset fell below its leader's
+// log start): log start, log end and high watermark become offset, and the
+// epoch cache and writer state are emptied.
+func (t *Tablet) TruncateFullyAndStartAt(offset int64) error {
+	t.appendMu.Lock()
+	defer t.appendMu.Unlock()
+	if t.mu.closed {
+		return ErrClosed
+	}
+	if offset < 0 {
+		return &OffsetOutOfRangeError{Offset: offset, LogStart: t.mu.segments[0].base, LogEnd: t.mu.logEnd}
+	}
+	return t.truncateFullyLocked(offset)
+}
+
+// truncateFullyLocked implements TruncateFullyAndStartAt. appendMu held.
+func (t *Tablet) truncateFullyLocked(offset int64) error {
+	// The new segment is created under a temporary name: an old segment may
+	// have the same base.
+	final := filepath.Join(t.dir, fileName(offset, logSuffix))
+	tmp := final + tmpSuffix
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("truncate fully: %w", err)
+	}
+	ns := &segment{base: offset, dir: t.dir, f: f}
+	ns.resetEmpty()
+
+	old := t.mu.segments
+	t.mu.Lock()
+	t.mu.truncGen++
+	t.mu.segments = []*segment{ns}
+	t.mu.logEnd, t.mu.hw, t.mu.maxTs = offset, offset, -1
+	t.mu.epochs = epochCache{}
+	idle := t.retireLocked(old)
+	t.mu.Unlock()
+
+	var errs []error
+	for j := len(old) - 1; j >= 0; j-- {
+		if err := old[j].removeFiles(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
+		if err := os.Remove(ns.path(suffix)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		errs = append(errs, err)
+	}
+	if !t.cfg.NoSync {
+		if err := syncDir(t.dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, r := range idle {
+		r.closeFiles()
+	}
+	t.writers = newWriterState()
+	if err := t.removeSnapshots(func(int64) bool { return true }); err != nil {
+		errs = append(errs, err)
+	}
+	if err := t.persistEpochs(epochCache{}); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("truncate fully and start at %d: %w", offset, err)
+	}
+	return nil
+}

@@ -1,0 +1,290 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"strom/raftmeta"
+	"strom/raftmeta/catalog"
+	"strom/record"
+	"strom/tablet/log"
+)
+
+// Config configures a Manager.
+type Config struct {
+	// NodeID is this node's id: it hosts the buckets whose assignment names it.
+	NodeID int32
+	// Dir holds the replicas, one directory per bucket: <Dir>/<tableId>/<bucket>.
+	Dir string
+	// Log is the template for every replica's log tablet (Dir is filled in).
+	Log log.Config
+	// RetentionInterval is how often expired segments are deleted
+	// (log.retention.check-interval).
+	RetentionInterval time.Duration
+	// CheckpointInterval is how often high watermarks are written to disk.
+	CheckpointInterval time.Duration
+	// Logger receives the manager's logs.
+	Logger *slog.Logger
+}
+
+// Meta is what the manager needs from the metadata node: reads and watches.
+type Meta interface {
+	catalog.Tree
+	NewWatcher() *raftmeta.Watcher
+	AddWatch(path string, w *raftmeta.Watcher, mode raftmeta.WatchMode) error
+}
+
+// Manager opens, closes and hands out the replicas this node hosts, as the
+// metadata says. Its methods are safe for concurrent use.
+type Manager struct {
+	cfg  Config
+	meta Meta
+	cat  *catalog.Catalog
+	lg   *slog.Logger
+
+	mu struct {
+		sync.RWMutex
+		replicas map[TableBucket]*Replica
+		tables   map[int64]catalog.Table // the tables of hosted replicas
+	}
+}
+
+// NewManager returns a manager; Run makes it follow the metadata.
+func NewManager(cfg Config, meta Meta) *Manager {
+	m := &Manager{cfg: cfg, meta: meta, cat: catalog.New(meta), lg: cfg.Logger.With("component", "replica")}
+	m.mu.replicas = map[TableBucket]*Replica{}
+	m.mu.tables = map[int64]catalog.Table{}
+	return m
+}
+
+// Run reconciles the hosted replicas with the metadata now and whenever the
+// assignments change, and runs retention and checkpoints, until ctx is
+// done. It then closes every replica.
+func (m *Manager) Run(ctx context.Context) error {
+	w := m.meta.NewWatcher()
+	defer w.Close()
+	if err := m.meta.AddWatch(catalog.AssignmentsRoot(), w, raftmeta.WatchPersistentRecursive); err != nil {
+		return fmt.Errorf("watch assignments: %w", err)
+	}
+	defer m.closeAll()
+	if err := m.Reconcile(); err != nil {
+		m.lg.Error("reconcile replicas", "err", err)
+	}
+	retention := time.NewTicker(m.cfg.RetentionInterval)
+	defer retention.Stop()
+	checkpoint := time.NewTicker(m.cfg.CheckpointInterval)
+	defer checkpoint.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.Events():
+			drain(w.Events())
+			if err := m.Reconcile(); err != nil {
+				m.lg.Error("reconcile replicas", "err", err)
+			}
+		case <-retention.C:
+			m.enforceRetention(time.Now())
+		case <-checkpoint.C:
+			m.checkpoint()
+		}
+	}
+}
+
+// drain takes every event already queued: one reconcile covers them all.
+func drain(ch <-chan raftmeta.Event) {
+	for {
+		select {
+		case <-ch:
+		default:
+			return
+		}
+	}
+}
+
+// Reconcile opens the replicas the metadata assigns to this node, applies
+// their leaders, and closes and deletes the ones no longer assigned
+// (dropped tables).
+func (m *Manager) Reconcile() error {
+	tables, err := m.cat.AllTables()
+	if err != nil {
+		return err
+	}
+	want := map[TableBucket]catalog.LeaderAndISR{}
+	hosted := map[int64]catalog.Table{}
+	for _, t := range tables {
+		for b, replicas := range t.Assignment.Buckets {
+			if slices.Contains(replicas, m.cfg.NodeID) {
+				want[TableBucket{t.Registration.TableID, b}] = t.LeaderISR[b]
+				hosted[t.Registration.TableID] = t
+			}
+		}
+	}
+	var errs []error
+	for tb, lisr := range want {
+		r, err := m.open(tb)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := r.setLeaderAndISR(lisr.Leader, lisr.LeaderEpoch, lisr.ISR); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	m.mu.Lock()
+	m.mu.tables = hosted
+	var gone []*Replica
+	for tb, r := range m.mu.replicas {
+		if _, ok := want[tb]; !ok {
+			gone = append(gone, r)
+			delete(m.mu.replicas, tb)
+		}
+	}
+	m.mu.Unlock()
+	for _, r := range gone {
+		if err := r.close(); err != nil {
+			errs = append(errs, err)
+		}
+		if err := os.RemoveAll(m.dir(r.tb)); err != nil {
+			errs = append(errs, err)
+		}
+		m.lg.Info("deleted replica of dropped table", "bucket", r.tb.String())
+	}
+	errs = append(errs, m.removeStray(want))
+	return errors.Join(errs...)
+}
+
+// removeStray deletes replica directories of tables that no longer exist
+// (dropped while this node was down).
+func (m *Manager) removeStray(want map[TableBucket]catalog.LeaderAndISR) error {
+	tables, err := os.ReadDir(m.cfg.Dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, td := range tables {
+		id, err := strconv.ParseInt(td.Name(), 10, 64)
+		if err != nil || !td.IsDir() {
+			continue
+		}
+		buckets, err := os.ReadDir(filepath.Join(m.cfg.Dir, td.Name()))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, bd := range buckets {
+			b, err := strconv.ParseInt(bd.Name(), 10, 32)
+			if err != nil {
+				continue
+			}
+			tb := TableBucket{id, int32(b)}
+			if _, ok := want[tb]; !ok {
+				m.lg.Info("deleting stray replica", "bucket", tb.String())
+				errs = append(errs, os.RemoveAll(m.dir(tb)))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (m *Manager) dir(tb TableBucket) string {
+	return filepath.Join(m.cfg.Dir, strconv.FormatInt(tb.TableID, 10), strconv.Itoa(int(tb.Bucket)))
+}
+
+// open returns the replica for tb, opening its log tablet if needed.
+func (m *Manager) open(tb TableBucket) (*Replica, error) {
+	m.mu.RLock()
+	r, ok := m.mu.replicas[tb]
+	m.mu.RUnlock()
+	if ok {
+		return r, nil
+	}
+	lc := m.cfg.Log
+	lc.Dir = m.dir(tb)
+	lc.Logger = m.lg.With("bucket", tb.String())
+	lt, err := log.Open(lc)
+	if err != nil {
+		return nil, fmt.Errorf("open replica %s: %w", tb, err)
+	}
+	r = newReplica(tb, m.cfg.NodeID, lt, lc.Logger)
+	m.mu.Lock()
+	m.mu.replicas[tb] = r
+	m.mu.Unlock()
+	return r, nil
+}
+
+// Replica returns the hosted replica of a bucket, or ErrUnknownBucket.
+func (m *Manager) Replica(tb TableBucket) (*Replica, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	r, ok := m.mu.replicas[tb]
+	if !ok {
+		return nil, fmt.Errorf("bucket %s: %w", tb, ErrUnknownBucket)
+	}
+	return r, nil
+}
+
+func (m *Manager) replicas() []*Replica {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]*Replica, 0, len(m.mu.replicas))
+	for _, r := range m.mu.replicas {
+		out = append(out, r)
+	}
+	return out
+}
+
+// enforceRetention deletes segments older than each table's table.log.ttl.
+func (m *Manager) enforceRetention(now time.Time) {
+	m.mu.RLock()
+	tables := m.mu.tables
+	m.mu.RUnlock()
+	for _, r := range m.replicas() {
+		t, ok := tables[r.tb.TableID]
+		if !ok {
+			continue
+		}
+		v, ok := t.Descriptor().Option(record.OptLogTTL)
+		if !ok {
+			continue
+		}
+		ttl, err := record.ParseDuration(v)
+		if err != nil || ttl <= 0 {
+			continue
+		}
+		if _, err := r.log.DeleteExpiredSegments(now, ttl); err != nil {
+			m.lg.Warn("retention", "bucket", r.tb.String(), "err", err)
+		}
+	}
+}
+
+func (m *Manager) checkpoint() {
+	for _, r := range m.replicas() {
+		if err := r.log.CheckpointHighWatermark(); err != nil {
+			m.lg.Warn("checkpoint high watermark", "bucket", r.tb.String(), "err", err)
+		}
+	}
+}
+
+func (m *Manager) closeAll() {
+	m.mu.Lock()
+	all := m.mu.replicas
+	m.mu.replicas = map[TableBucket]*Replica{}
+	m.mu.Unlock()
+	for _, r := range all {
+		if err := r.close(); err != nil {
+			m.lg.Warn("close replica", "bucket", r.tb.String(), "err", err)
+		}
+	}
+}

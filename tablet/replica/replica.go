@@ -1,0 +1,216 @@
+// Package replica manages the bucket replicas a node hosts: it follows the
+// assignments and leader_isr znodes in its local copy of the metadata,
+// opens the log tablet of each replica, appends on the leader, keeps the
+// high watermark, and lets reads wait for new data.
+//
+// Replication between nodes is not here yet: a bucket whose in-sync set is
+// only its leader commits on append (its high watermark is its log end);
+// with other replicas in the set the high watermark does not move until
+// followers fetch, which a later change brings.
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"strom/tablet/log"
+)
+
+// Errors returned by replicas.
+var (
+	// ErrNotLeader: this node hosts the bucket but is not its leader.
+	// Retriable after a metadata refresh.
+	ErrNotLeader = errors.New("replica: not the leader of the bucket")
+	// ErrUnknownBucket: this node does not host the bucket (the table may be
+	// new, dropped, or placed elsewhere). Retriable.
+	ErrUnknownBucket = errors.New("replica: unknown table or bucket on this node")
+	// ErrNotEnoughReplicas: fewer in-sync replicas than acks=-1 needs before
+	// the timeout.
+	ErrNotEnoughReplicas = errors.New("replica: not enough in-sync replicas")
+	// ErrClosed: the replica was closed (its table dropped or the node stopping).
+	ErrClosed = errors.New("replica: closed")
+)
+
+// TableBucket names a bucket of a table.
+type TableBucket struct {
+	TableID int64
+	Bucket  int32
+}
+
+func (tb TableBucket) String() string { return fmt.Sprintf("%d/%d", tb.TableID, tb.Bucket) }
+
+// Replica is one bucket replica on this node. Its methods are safe for
+// concurrent use.
+type Replica struct {
+	tb     TableBucket
+	nodeID int32
+	log    *log.Tablet
+	lg     *slog.Logger
+
+	mu struct {
+		sync.Mutex
+		leader      int32
+		leaderEpoch int32
+		isr         []int32
+		closed      bool
+		// advanced is closed (and replaced) whenever the high watermark
+		// moves or the replica changes role, waking waiting readers.
+		advanced chan struct{}
+	}
+}
+
+func newReplica(tb TableBucket, nodeID int32, lt *log.Tablet, lg *slog.Logger) *Replica {
+	r := &Replica{tb: tb, nodeID: nodeID, log: lt, lg: lg}
+	r.mu.leader = -1
+	r.mu.advanced = make(chan struct{})
+	return r
+}
+
+// TableBucket returns the bucket the replica holds.
+func (r *Replica) TableBucket() TableBucket { return r.tb }
+
+// Log returns the replica's log tablet.
+func (r *Replica) Log() *log.Tablet { return r.log }
+
+// setLeaderAndISR applies a leader_isr znode: the replica becomes leader or
+// follower at the given epoch.
+func (r *Replica) setLeaderAndISR(leader, epoch int32, isr []int32) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mu.leader == leader && r.mu.leaderEpoch == epoch && slices.Equal(r.mu.isr, isr) {
+		return nil
+	}
+	wasLeader := r.mu.leader == r.nodeID
+	r.mu.leader, r.mu.leaderEpoch, r.mu.isr = leader, epoch, slices.Clone(isr)
+	if leader == r.nodeID && !wasLeader {
+		if err := r.log.AssignEpoch(epoch, r.log.LogEndOffset()); err != nil {
+			return fmt.Errorf("bucket %s: start leader epoch %d: %w", r.tb, epoch, err)
+		}
+		r.lg.Info("became leader", "bucket", r.tb.String(), "epoch", epoch)
+	}
+	r.maybeAdvanceLocked()
+	r.wakeLocked()
+	return nil
+}
+
+// maybeAdvanceLocked moves the high watermark to the log end when the
+// leader is the only in-sync replica.
+func (r *Replica) maybeAdvanceLocked() {
+	if r.mu.leader != r.nodeID || len(r.mu.isr) != 1 || r.mu.isr[0] != r.nodeID {
+		return
+	}
+	if leo := r.log.LogEndOffset(); leo > r.log.HighWatermark() {
+		r.log.SetHighWatermark(leo)
+		r.wakeLocked()
+	}
+}
+
+func (r *Replica) wakeLocked() {
+	close(r.mu.advanced)
+	r.mu.advanced = make(chan struct{})
+}
+
+// IsLeader reports whether this node leads the bucket now.
+func (r *Replica) IsLeader() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.leader == r.nodeID && !r.mu.closed
+}
+
+// Append appends client batches as the leader. With acks -1 it waits until
+// the high watermark passes them (ctx bounds the wait); with 0 or 1 it
+// returns after the local append.
+func (r *Replica) Append(ctx context.Context, batches []byte, acks int) (log.AppendInfo, error) {
+	r.mu.Lock()
+	if r.mu.closed {
+		r.mu.Unlock()
+		return log.AppendInfo{}, ErrClosed
+	}
+	if r.mu.leader != r.nodeID {
+		leader := r.mu.leader
+		r.mu.Unlock()
+		return log.AppendInfo{}, fmt.Errorf("bucket %s: %w (leader is node %d)", r.tb, ErrNotLeader, leader)
+	}
+	// The append happens under the replica lock so that the leader epoch it
+	// stamps cannot change under it.
+	info, err := r.log.AppendAsLeader(batches, r.mu.leaderEpoch, time.Now())
+	if err == nil {
+		r.maybeAdvanceLocked()
+	}
+	r.mu.Unlock()
+	if err != nil || acks != -1 {
+		return info, err
+	}
+	for {
+		r.mu.Lock()
+		hw, wait, closed := r.log.HighWatermark(), r.mu.advanced, r.mu.closed
+		r.mu.Unlock()
+		if hw > info.LastOffset {
+			return info, nil
+		}
+		if closed {
+			return info, ErrClosed
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return info, fmt.Errorf("bucket %s: %w: the high watermark did not reach offset %d: %w", r.tb, ErrNotEnoughReplicas, info.LastOffset, ctx.Err())
+		}
+	}
+}
+
+// ReadResult is what Read returns.
+type ReadResult struct {
+	// Batches holds whole batches below the high watermark.
+	Batches []byte
+	// HighWatermark, LogStartOffset and LogEndOffset as of the read.
+	HighWatermark, LogStartOffset, LogEndOffset int64
+}
+
+// Read returns whole batches from offset, at most maxBytes (but at least
+// one batch if any is committed), never above the high watermark.
+func (r *Replica) Read(offset int64, maxBytes int) (ReadResult, error) {
+	r.mu.Lock()
+	closed := r.mu.closed
+	r.mu.Unlock()
+	if closed {
+		return ReadResult{}, ErrClosed
+	}
+	hw := r.log.HighWatermark()
+	res := ReadResult{HighWatermark: hw, LogStartOffset: r.log.LogStartOffset(), LogEndOffset: r.log.LogEndOffset()}
+	if offset == hw {
+		return res, nil // caught up; offsets above hw are checked by the log
+	}
+	info, err := r.log.Read(offset, maxBytes, hw)
+	if err != nil {
+		return res, err
+	}
+	res.Batches = info.Batches
+	return res, nil
+}
+
+// Advanced returns a channel closed when the high watermark next moves (or
+// the replica changes role or closes).
+func (r *Replica) Advanced() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.advanced
+}
+
+// close closes the log tablet; later calls fail with ErrClosed.
+func (r *Replica) close() error {
+	r.mu.Lock()
+	if r.mu.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.mu.closed = true
+	r.wakeLocked()
+	r.mu.Unlock()
+	return r.log.Close()
+}
