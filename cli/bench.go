@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -42,9 +43,6 @@ func genString(rng *rand.Rand, n int) string {
 			b.WriteByte(' ')
 		}
 		b.WriteString(words[rng.IntN(len(words))])
-		if rng.IntN(8) == 0 {
-			fmt.Fprintf(&b, "-%d", rng.IntN(10000))
-		}
 	}
 	return b.String()[:n]
 }
@@ -62,10 +60,10 @@ func genRow(rng *rand.Rand, s record.Schema, strLen int) record.Row {
 			row[i] = int8(rng.IntN(256) - 128)
 		case record.SmallInt:
 			row[i] = int16(rng.IntN(1 << 16))
-		case record.Int:
-			row[i] = rng.Int32()
-		case record.BigInt:
-			row[i] = rng.Int64()
+		case record.Int: // counts, codes: small numbers, as in real rows
+			row[i] = rng.Int32N(100000)
+		case record.BigInt: // ids
+			row[i] = rng.Int64N(1_000_000_000)
 		case record.Float:
 			row[i] = rng.Float32()
 		case record.Double:
@@ -102,8 +100,8 @@ func genRow(rng *rand.Rand, s record.Schema, strLen int) record.Row {
 }
 
 // buildBatches encodes rows into batches of about batchBytes, spread over
-// buckets round-robin.
-func buildBatches(t *client.Table, rows, rowBytes, batchBytes int, seed uint64) (map[int32][][]byte, int, error) {
+// buckets round-robin, compressed as the table says (or as comp, if set).
+func buildBatches(t *client.Table, rows, rowBytes, batchBytes int, seed uint64, comp *record.ArrowCompression) (map[int32][][]byte, int, error) {
 	s := t.Schema()
 	strCols := 0
 	fixed := 0
@@ -118,9 +116,12 @@ func buildBatches(t *client.Table, rows, rowBytes, batchBytes int, seed uint64) 
 	if strCols > 0 {
 		strLen = max(1, (rowBytes-fixed)/strCols)
 	}
-	comp, err := record.CompressionOf(tableDescriptor(t))
-	if err != nil {
-		return nil, 0, err
+	if comp == nil {
+		c, err := record.CompressionOf(tableDescriptor(t))
+		if err != nil {
+			return nil, 0, err
+		}
+		comp = &c
 	}
 	rng := rand.New(rand.NewPCG(seed, 7))
 	out := map[int32][][]byte{}
@@ -135,7 +136,7 @@ func buildBatches(t *client.Table, rows, rowBytes, batchBytes int, seed uint64) 
 			return nil
 		}
 		buf, _, err := b.Build(nil, record.BatchHeader{SchemaID: int16(t.Info().SchemaId), AppendOnly: true,
-			WriterID: record.NoWriterID, BatchSequence: record.NoBatchSequence}, comp)
+			WriterID: record.NoWriterID, BatchSequence: record.NoBatchSequence}, *comp)
 		if err != nil {
 			return err
 		}
@@ -177,7 +178,7 @@ type produceResult struct {
 }
 
 func newBenchProduceCmd(g *globals) *cobra.Command {
-	var rows, rowBytes, batchBytes, acks int
+	var rows, rowBytes, batchBytes, acks, rounds, inflight int
 	cmd := &cobra.Command{
 		Use:   "produce DB.TABLE",
 		Short: "Produce pre-built batches and compare with appending the same bytes to a plain file",
@@ -190,25 +191,36 @@ writes the same bytes to a temporary file from this process. Prints both and the
 			if err != nil {
 				return err
 			}
+			if rounds < 1 || rows < 1 || rowBytes < 1 || batchBytes < 1 || inflight < 1 {
+				return fmt.Errorf("--rounds, --rows, --row-bytes, --batch-bytes and --inflight must be ≥ 1")
+			}
 			return g.callLong(cmd, func(ctx context.Context, c *client.Client) error {
 				t, err := c.Table(ctx, db, name)
 				if err != nil {
 					return err
 				}
-				batches, total, err := buildBatches(t, rows, rowBytes, batchBytes, uint64(time.Now().UnixNano()))
+				batches, total, err := buildBatches(t, rows, rowBytes, batchBytes, uint64(time.Now().UnixNano()), nil)
 				if err != nil {
 					return err
 				}
-				fileSecs, err := fileBaseline(batches)
-				if err != nil {
-					return err
+				// Rounds alternate the baseline and the real thing, so that
+				// both see the same machine (page cache, writeback, other
+				// load); the medians are compared.
+				var fileRuns, runs []float64
+				n := 0
+				for r := 0; r < rounds; r++ {
+					fs, err := fileBaseline(batches)
+					if err != nil {
+						return err
+					}
+					fileRuns = append(fileRuns, fs)
+					start := time.Now()
+					if n, err = produceBatches(ctx, c, t, batches, acks, inflight); err != nil {
+						return err
+					}
+					runs = append(runs, time.Since(start).Seconds())
 				}
-				start := time.Now()
-				n, err := produceBatches(ctx, c, t, batches, acks)
-				if err != nil {
-					return err
-				}
-				secs := time.Since(start).Seconds()
+				fileSecs, secs := median(fileRuns), median(runs)
 				res := produceResult{Rows: rows, Bytes: total, Seconds: secs, RecordsPerSec: float64(rows) / secs,
 					MBPerSec: float64(total) / secs / 1e6, FileMBPerSec: float64(total) / fileSecs / 1e6, Acks: acks,
 					BatchBytes: batchBytes, BatchesProduced: n}
@@ -216,8 +228,8 @@ writes the same bytes to a temporary file from this process. Prints both and the
 				if g.output == "json" {
 					return json.NewEncoder(g.out).Encode(res)
 				}
-				fmt.Fprintf(g.out, "produced %d rows (%.1f MB in %d batches, acks=%d) in %.2fs: %.0f records/s, %.1f MB/s\n",
-					rows, float64(total)/1e6, n, acks, secs, res.RecordsPerSec, res.MBPerSec)
+				fmt.Fprintf(g.out, "produced %d rows (%.1f MB in %d batches, acks=%d) in %.2fs (median of %d rounds): %.0f records/s, %.1f MB/s\n",
+					rows, float64(total)/1e6, n, acks, secs, rounds, res.RecordsPerSec, res.MBPerSec)
 				fmt.Fprintf(g.out, "baseline: the same bytes to a plain file: %.1f MB/s; ratio %.2f\n", res.FileMBPerSec, res.RatioToFile)
 				return nil
 			})
@@ -227,7 +239,15 @@ writes the same bytes to a temporary file from this process. Prints both and the
 	cmd.Flags().IntVar(&rowBytes, "row-bytes", 1024, "approximate bytes per row")
 	cmd.Flags().IntVar(&batchBytes, "batch-bytes", 1<<20, "approximate bytes per batch")
 	cmd.Flags().IntVar(&acks, "acks", -1, "-1, 1 or 0")
+	cmd.Flags().IntVar(&rounds, "rounds", 3, "rounds of (baseline, produce); medians are reported")
+	cmd.Flags().IntVar(&inflight, "inflight", 1, "requests in flight per bucket (order within a bucket is kept only with 1)")
 	return cmd
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	return s[len(s)/2]
 }
 
 // fileBaseline writes the batches' bytes to a temporary file and returns
@@ -250,23 +270,26 @@ func fileBaseline(batches map[int32][][]byte) (float64, error) {
 	return time.Since(start).Seconds(), nil
 }
 
-// produceBatches sends each bucket's batches in order, buckets in parallel.
-func produceBatches(ctx context.Context, c *client.Client, t *client.Table, batches map[int32][][]byte, acks int) (int, error) {
+// produceBatches sends the batches with inflight requests at a time per
+// bucket (order within a bucket is kept only with inflight 1).
+func produceBatches(ctx context.Context, c *client.Client, t *client.Table, batches map[int32][][]byte, acks, inflight int) (int, error) {
 	var wg sync.WaitGroup
-	errs := make(chan error, len(batches))
+	errs := make(chan error, len(batches)*inflight)
 	n := 0
 	for bucket, bs := range batches {
 		n += len(bs)
-		wg.Add(1)
-		go func(bucket int32, bs [][]byte) {
-			defer wg.Done()
-			for _, b := range bs {
-				if err := t.ProduceBatches(ctx, bucket, b, acks); err != nil {
-					errs <- err
-					return
+		for w := 0; w < inflight; w++ {
+			wg.Add(1)
+			go func(bucket int32, w int) {
+				defer wg.Done()
+				for i := w; i < len(bs); i += inflight {
+					if err := t.ProduceBatches(ctx, bucket, bs[i], acks); err != nil {
+						errs <- err
+						return
+					}
 				}
-			}
-		}(bucket, bs)
+			}(bucket, w)
+		}
 	}
 	wg.Wait()
 	close(errs)
@@ -394,14 +417,20 @@ first 1, 5, 10 and 20 columns, and prints records/s of each and the ratio to the
 					return err
 				}
 				fmt.Fprintf(cmd.ErrOrStderr(), "loading %d rows into bench.%s ...\n", rows, name)
-				batches, total, err := buildBatches(t, rows, 2048, 1<<20, 42)
+				batches, total, err := buildBatches(t, rows, 2048, 2<<20, 42, nil)
 				if err != nil {
 					return err
 				}
-				if _, err := produceBatches(ctx, c, t, batches, -1); err != nil {
+				// The same rows uncompressed, for the compression ratio.
+				_, raw, err := buildBatches(t, rows, 2048, 2<<20, 42, &record.ArrowCompression{Type: record.CompressionNone})
+				if err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "loaded %.1f MB (compressed, ZSTD); fetching ...\n", float64(total)/1e6)
+				if _, err := produceBatches(ctx, c, t, batches, -1, 1); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "loaded %.1f MB (%.1f MB uncompressed: ZSTD ratio %.2f×); fetching ...\n",
+					float64(total)/1e6, float64(raw)/1e6, float64(raw)/float64(total))
 				names := t.Schema().ColumnNames()
 				var results []consumeResult
 				for _, n := range []int{20, 1, 5, 10} {

@@ -55,6 +55,9 @@ func newServerCmd() *cobra.Command {
 		v := new(string)
 		flagValues[k.Flag] = v
 		cmd.Flags().StringVar(v, k.Flag, k.Get(&defaults), k.Usage+" ("+k.Name+", env "+k.EnvName()+")")
+		if k.Bool {
+			cmd.Flags().Lookup(k.Flag).NoOptDefVal = "true"
+		}
 	}
 	return cmd
 }

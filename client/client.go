@@ -65,10 +65,12 @@ func New(addr string, opts ...Option) (*Client, error) {
 	if o.httpClient == nil {
 		o.httpClient = newHTTPClient(o.dialTimeout)
 	}
+	// Data is Arrow batches compressed per buffer already: no gzip on top.
+	noGzip := connect.WithAcceptCompression("gzip", nil, nil)
 	return &Client{
 		baseURL: base,
-		admin:   stromv1connect.NewAdminServiceClient(o.httpClient, base),
-		tablet:  stromv1connect.NewTabletServiceClient(o.httpClient, base),
+		admin:   stromv1connect.NewAdminServiceClient(o.httpClient, base, noGzip),
+		tablet:  stromv1connect.NewTabletServiceClient(o.httpClient, base, noGzip),
 	}, nil
 }
 
@@ -83,6 +85,12 @@ func newHTTPClient(dialTimeout time.Duration) *http.Client {
 	t.Protocols.SetUnencryptedHTTP2(true)
 	t.Protocols.SetHTTP2(true)
 	t.Protocols.SetHTTP1(true)
+	// Large frames and windows for bulk data (the server uses the same).
+	t.HTTP2 = &http.HTTP2Config{
+		MaxReadFrameSize:              1 << 20,
+		MaxReceiveBufferPerConnection: 4<<20 - 1,
+		MaxReceiveBufferPerStream:     4<<20 - 1,
+	}
 	return &http.Client{Transport: t}
 }
 

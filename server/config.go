@@ -54,6 +54,9 @@ type Config struct {
 	// SegmentBytes is the size at which a bucket's log rolls to a new
 	// segment (log.segment.file-size, Fluss's key; default 1 GiB).
 	SegmentBytes int64
+	// Pprof serves Go's profiler under /debug/pprof/ on the API port
+	// (debug.pprof, --pprof). Off by default.
+	Pprof bool
 	// LogFormat is "text" or "json" (log.format, --log-format).
 	LogFormat string
 	// LogLevel is debug, info, warn or error (log.level, --log-level).
@@ -83,8 +86,10 @@ type Key struct {
 	Name  string // YAML key, e.g. "data.dir"
 	Flag  string // command-line flag without dashes, "" when none
 	Usage string
-	set   func(c *Config, v string) error
-	get   func(c *Config) string
+	// Bool marks a true/false key: its flag may be given without a value.
+	Bool bool
+	set  func(c *Config, v string) error
+	get  func(c *Config) string
 }
 
 // EnvName is the environment variable for a key: STROM_ then the name in
@@ -170,6 +175,16 @@ func Keys() []Key {
 				return nil
 			},
 			get: func(c *Config) string { return strconv.FormatInt(c.SegmentBytes, 10) }},
+		{Name: "debug.pprof", Flag: "pprof", Bool: true, Usage: "serve Go's profiler under /debug/pprof/ (true or false)",
+			set: func(c *Config, v string) error {
+				b, err := strconv.ParseBool(strings.TrimSpace(v))
+				if err != nil {
+					return fmt.Errorf("want true or false, got %q", v)
+				}
+				c.Pprof = b
+				return nil
+			},
+			get: func(c *Config) string { return strconv.FormatBool(c.Pprof) }},
 		durationKey("session.timeout", "", "metadata session timeout of the node",
 			func(c *Config) *time.Duration { return &c.SessionTimeout }),
 		durationKey("shutdown.timeout", "", "longest a clean stop may take",

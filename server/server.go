@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -47,6 +48,8 @@ type Server struct {
 	coord *coordinator.Coordinator
 	// replicas hosts this node's bucket replicas.
 	replicas *replica.Manager
+	// tables caches decoded tables for the data path.
+	tables *tableCache
 
 	apiLn   net.Listener
 	apiAddr string // advertised API address
@@ -117,6 +120,7 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 		return fmt.Errorf("open metadata replica: %w", err)
 	}
 	s.cat = catalog.New(s.meta)
+	s.tables = newTableCache(s.cat, s.meta.LastZxid)
 	s.coord = coordinator.New(coordinator.Config{
 		NodeID:                   cfg.NodeID,
 		APIAddress:               s.apiAddr,
@@ -146,6 +150,7 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 	s.http.Protocols = new(http.Protocols)
 	s.http.Protocols.SetHTTP1(true)
 	s.http.Protocols.SetUnencryptedHTTP2(true)
+	s.http.HTTP2 = HTTP2Config()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -287,6 +292,17 @@ func (s *Server) Stop(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// HTTP2Config is the HTTP/2 tuning of the API for bulk data: large frames
+// and flow-control windows, so a batch of megabytes is not held up by
+// window updates. Clients use the same.
+func HTTP2Config() *http.HTTP2Config {
+	return &http.HTTP2Config{
+		MaxReadFrameSize:              1 << 20,
+		MaxReceiveBufferPerConnection: 4<<20 - 1,
+		MaxReceiveBufferPerStream:     4<<20 - 1,
+	}
+}
+
 // Run starts a node and serves until ctx is done, then stops it.
 func Run(ctx context.Context, cfg Config, lg *slog.Logger) error {
 	s, err := Start(ctx, cfg, lg)
@@ -305,6 +321,9 @@ func (s *Server) handler() http.Handler {
 		connect.WithInterceptors(rpc.ErrorInterceptor(), rpc.ReadyInterceptor(s.ready.Load)),
 		// A request larger than this is refused before it is read.
 		connect.WithReadMaxBytes(maxRequestBytes),
+		// No gzip: data travels as Arrow batches already compressed per
+		// buffer (LZ4 or ZSTD); compressing them again only burns CPU.
+		connect.WithCompression("gzip", nil, nil),
 	}
 	mux.Handle(stromv1connect.NewAdminServiceHandler(&adminHandler{s: s}, opts...))
 	mux.Handle(stromv1connect.NewTabletServiceHandler(&tabletHandler{s: s}, opts...))
@@ -315,6 +334,11 @@ func (s *Server) handler() http.Handler {
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
 
+	if s.cfg.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok\n")
 	})

@@ -39,11 +39,13 @@ const (
 	maxFetchWait          = 5 * time.Minute
 )
 
+// table resolves db.name in the local catalog. Data calls do this on every
+// request, so the decoded table is cached until the metadata changes.
 func (h *tabletHandler) table(db, name string) (catalog.Table, error) {
 	if err := validatePath(db, name); err != nil {
 		return catalog.Table{}, err
 	}
-	return h.s.cat.Table(db, name)
+	return h.s.tables.get(db, name)
 }
 
 func (h *tabletHandler) replica(t catalog.Table, bucket int32) (*replica.Replica, error) {

@@ -22,7 +22,18 @@ func tabletClient(s *Server, opts ...connect.ClientOption) stromv1connect.Tablet
 }
 
 // createTable creates db.table from a DDL column list and returns its info.
-func createTable(t *testing.T, s *Server, db, table, ddl string, buckets int32, pk ...string) *stromv1.TableInfo {
+func createTable(t testing.TB, s *Server, db, table, ddl string, buckets int32, pk ...string) *stromv1.TableInfo {
+	t.Helper()
+	return createTableFull(t, s, db, table, ddl, buckets, nil, pk...)
+}
+
+// createTableWithOptions creates a one-bucket log table with table options.
+func createTableWithOptions(t testing.TB, s *Server, db, table, ddl string, options map[string]string) *stromv1.TableInfo {
+	t.Helper()
+	return createTableFull(t, s, db, table, ddl, 1, options)
+}
+
+func createTableFull(t testing.TB, s *Server, db, table, ddl string, buckets int32, options map[string]string, pk ...string) *stromv1.TableInfo {
 	t.Helper()
 	c := adminClient(s)
 	_, _ = c.CreateDatabase(context.Background(), connect.NewRequest(&stromv1.CreateDatabaseRequest{Database: db, IgnoreIfExists: true}))
@@ -30,7 +41,7 @@ func createTable(t *testing.T, s *Server, db, table, ddl string, buckets int32, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	desc := &stromv1.TableDescriptor{Schema: &stromv1.Schema{PrimaryKey: pk}, BucketCount: buckets}
+	desc := &stromv1.TableDescriptor{Schema: &stromv1.Schema{PrimaryKey: pk}, BucketCount: buckets, Properties: options}
 	for _, col := range cols {
 		desc.Schema.Columns = append(desc.Schema.Columns, &stromv1.Column{Name: col.Name, Type: col.Type.String()})
 	}
@@ -43,7 +54,7 @@ func createTable(t *testing.T, s *Server, db, table, ddl string, buckets int32, 
 }
 
 // waitReplicas waits until this node hosts every bucket of the table.
-func waitReplicas(t *testing.T, s *Server, info *stromv1.TableInfo) {
+func waitReplicas(t testing.TB, s *Server, info *stromv1.TableInfo) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for b := int32(0); b < info.Descriptor_.BucketCount; b++ {
@@ -60,7 +71,7 @@ func waitReplicas(t *testing.T, s *Server, info *stromv1.TableInfo) {
 	}
 }
 
-func buildBatch(t *testing.T, s record.Schema, schemaID int32, rows ...record.Row) []byte {
+func buildBatch(t testing.TB, s record.Schema, schemaID int32, rows ...record.Row) []byte {
 	t.Helper()
 	b, err := record.NewArrowBuilder(s, memory.DefaultAllocator)
 	if err != nil {
@@ -79,7 +90,7 @@ func buildBatch(t *testing.T, s record.Schema, schemaID int32, rows ...record.Ro
 	return buf
 }
 
-func schemaOf(t *testing.T, ddl string) record.Schema {
+func schemaOf(t testing.TB, ddl string) record.Schema {
 	t.Helper()
 	cols, err := record.ParseColumns(ddl)
 	if err != nil {

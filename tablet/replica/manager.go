@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"strom/raftmeta"
@@ -153,7 +154,7 @@ func (m *Manager) Reconcile() error {
 		if err := r.close(); err != nil {
 			errs = append(errs, err)
 		}
-		if err := os.RemoveAll(m.dir(r.tb)); err != nil {
+		if err := m.remove(r.tb); err != nil {
 			errs = append(errs, err)
 		}
 		m.lg.Info("deleted replica of dropped table", "bucket", r.tb.String())
@@ -191,11 +192,23 @@ func (m *Manager) removeStray(want map[TableBucket]catalog.LeaderAndISR) error {
 			tb := TableBucket{id, int32(b)}
 			if _, ok := want[tb]; !ok {
 				m.lg.Info("deleting stray replica", "bucket", tb.String())
-				errs = append(errs, os.RemoveAll(m.dir(tb)))
+				errs = append(errs, m.remove(tb))
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// remove deletes a replica's directory, and its table's directory once it
+// holds no other replica.
+func (m *Manager) remove(tb TableBucket) error {
+	if err := os.RemoveAll(m.dir(tb)); err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Dir(m.dir(tb))); err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) {
+		return err
+	}
+	return nil
 }
 
 func (m *Manager) dir(tb TableBucket) string {

@@ -91,7 +91,7 @@ func (r *Replica) setLeaderAndISR(leader, epoch int32, isr []int32) error {
 		if err := r.log.AssignEpoch(epoch, r.log.LogEndOffset()); err != nil {
 			return fmt.Errorf("bucket %s: start leader epoch %d: %w", r.tb, epoch, err)
 		}
-		r.lg.Info("became leader", "bucket", r.tb.String(), "epoch", epoch)
+		r.lg.Info("became leader", "epoch", epoch)
 	}
 	r.maybeAdvanceLocked()
 	r.wakeLocked()

@@ -1,0 +1,156 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"strom/client"
+	"strom/internal/metatest"
+	"strom/record"
+	stromv1 "strom/rpc/gen/strom/v1"
+	"strom/server"
+)
+
+// startNode runs a real single-node server in-process.
+func startNode(t *testing.T) *client.Client {
+	t.Helper()
+	cfg := server.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Listen = "127.0.0.1:0"
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RaftListen = ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := server.Start(ctx, cfg, metatest.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Stop(context.Background()) })
+	c, err := client.New(s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func createTable(t *testing.T, c *client.Client, db, name string, buckets int32, bucketKey []string, cols ...*stromv1.Column) *client.Table {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := c.Admin().CreateDatabase(ctx, &stromv1.CreateDatabaseRequest{Database: db, IgnoreIfExists: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Admin().CreateTable(ctx, &stromv1.CreateTableRequest{Database: db, Table: name, Descriptor_: &stromv1.TableDescriptor{
+		Schema: &stromv1.Schema{Columns: cols}, BucketCount: buckets, BucketKeys: bucketKey,
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := c.Table(ctx, db, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl
+}
+
+func TestWriteAndScan(t *testing.T) {
+	c := startNode(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tbl := createTable(t, c, "demo", "orders", 4, []string{"user"},
+		&stromv1.Column{Name: "user", Type: "STRING NOT NULL"}, &stromv1.Column{Name: "amount", Type: "BIGINT"}, &stromv1.Column{Name: "note", Type: "STRING"})
+	before := time.Now()
+	w, err := tbl.NewAppendWriter(ctx, client.BatchTimeout(5*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 500
+	var futures []*client.Future
+	for i := 0; i < n; i++ {
+		futures = append(futures, w.Append(ctx, record.Row{fmt.Sprintf("user-%d", i%37), int64(i), "note"}))
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	key, err := record.NewKeyCodec(tbl.Schema().Columns, []string{"user"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range futures {
+		bucket, _, err := f.Wait(ctx)
+		if err != nil {
+			t.Fatalf("row %d: %v", i, err)
+		}
+		k, _ := key.AppendRow(nil, record.Row{fmt.Sprintf("user-%d", i%37), int64(i), "note"})
+		if want := int32(record.BucketOf(k, 4)); bucket != want {
+			t.Fatalf("row %d went to bucket %d, Fluss's bucketing says %d", i, bucket, want)
+		}
+	}
+	// A row that does not fit the schema fails at once.
+	if f := w.Append(ctx, record.Row{nil, int64(1), nil}); f.Err() == nil {
+		t.Fatal("NULL in a NOT NULL column accepted")
+	}
+
+	sc, err := tbl.NewLogScanner(client.Columns("amount"), client.MaxWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b := int32(0); b < 4; b++ {
+		if err := sc.Subscribe(ctx, b, client.Earliest()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[int64]bool{}
+	for len(seen) < n {
+		fs, err := sc.Poll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fs.Errors(); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range fs.Records() {
+			if len(r.Row) != 1 || r.ChangeType != record.AppendOnly || r.Timestamp.Before(before.Add(-time.Second)) {
+				t.Fatalf("record %+v", r)
+			}
+			seen[r.Row[0].(int64)] = true
+		}
+		fs.Release()
+	}
+
+	// Latest sees only new rows; a timestamp in the future too.
+	sc2, _ := tbl.NewLogScanner(client.MaxWait(50 * time.Millisecond))
+	if err := sc2.Subscribe(ctx, 0, client.Latest()); err != nil {
+		t.Fatal(err)
+	}
+	if err := sc2.Subscribe(ctx, 1, client.AtTimestamp(time.Now().Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	fs, err := sc2.Poll(ctx)
+	if err != nil || len(fs.Records()) != 0 {
+		t.Fatalf("latest: %v records, %v", len(fs.Records()), err)
+	}
+	if _, err := tbl.NewLogScanner(client.Columns("nope")); err == nil {
+		t.Fatal("unknown column accepted")
+	}
+}
+
+func TestServerErrorsAreTyped(t *testing.T) {
+	c := startNode(t)
+	_, err := c.Table(context.Background(), "nodb", "t")
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.Name != "DATABASE_NOT_EXIST" || ce.Retriable {
+		t.Fatalf("err = %#v", err)
+	}
+	dead, _ := client.New("127.0.0.1:1")
+	_, err = dead.Admin().ListDatabases(context.Background())
+	if !errors.Is(err, client.ErrUnreachable) {
+		t.Fatalf("unreachable node: %v", err)
+	}
+}

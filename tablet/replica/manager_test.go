@@ -1,0 +1,174 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"strom/internal/metatest"
+	"strom/raftmeta"
+	"strom/raftmeta/catalog"
+	"strom/record"
+	"strom/tablet/log"
+)
+
+// createTable registers a log table whose buckets all live on node 1.
+func createTable(t *testing.T, meta *raftmeta.Node, name string, buckets int32, isr []int32) int64 {
+	t.Helper()
+	cat := catalog.New(meta)
+	ctx := context.Background()
+	if ops := cat.BootstrapOps("c"); len(ops) > 0 {
+		if _, err := meta.Multi(ctx, 0, ops...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ops, err := cat.CreateDatabaseOps("db", catalog.DatabaseRegistration{}); err == nil {
+		if _, err := meta.Multi(ctx, 0, ops...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id, claim, err := cat.NextTableID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := catalog.TableAssignment{Buckets: map[int32][]int32{}}
+	lisr := map[int32]catalog.LeaderAndISR{}
+	for b := int32(0); b < buckets; b++ {
+		a.Buckets[b] = isr
+		lisr[b] = catalog.LeaderAndISR{Leader: 1, LeaderEpoch: 3, ISR: isr}
+	}
+	ops, err := cat.CreateTableOps(catalog.NewTable{
+		Database: "db", Name: name,
+		Schema:       record.Schema{Columns: []record.Column{{Name: "a", Type: record.DataType{Root: record.Int, Nullable: true}}}},
+		Registration: catalog.TableRegistration{TableID: id, BucketCount: buckets},
+		Assignment:   &a, LeaderISR: lisr,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := meta.Multi(ctx, 0, append([]raftmeta.Op{claim}, ops...)...); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func startManager(t *testing.T, meta *raftmeta.Node, dir string) *Manager {
+	t.Helper()
+	lc := log.DefaultConfig()
+	lc.NoSync = true
+	m := NewManager(Config{NodeID: 1, Dir: dir, Log: lc, RetentionInterval: time.Hour, CheckpointInterval: time.Hour, Logger: metatest.Logger(t)}, meta)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = m.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return m
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func batch(n int) []byte {
+	buf, _ := record.AppendBatch(nil, record.BatchHeader{SchemaID: 1, AppendOnly: true, WriterID: record.NoWriterID, BatchSequence: record.NoBatchSequence}, n, []byte("records"))
+	return buf
+}
+
+func TestManagerFollowsAssignments(t *testing.T) {
+	meta := metatest.NewNode(t)
+	dir := t.TempDir()
+	m := startManager(t, meta, dir)
+	id := createTable(t, meta, "t", 2, []int32{1})
+	tb := TableBucket{id, 1}
+	waitFor(t, "replica hosted and leading", func() bool {
+		r, err := m.Replica(tb)
+		return err == nil && r.IsLeader()
+	})
+	r, _ := m.Replica(tb)
+	if r.Log().LatestEpoch() != 3 {
+		t.Fatalf("leader epoch %d, want 3 from leader_isr", r.Log().LatestEpoch())
+	}
+	// Sole in-sync replica: an append commits at once, acks=-1 returns.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	info, err := r.Append(ctx, batch(3), -1)
+	if err != nil || info.FirstOffset != 0 || info.LastOffset != 2 {
+		t.Fatalf("append: %+v %v", info, err)
+	}
+	res, err := r.Read(0, 1<<20)
+	if err != nil || res.HighWatermark != 3 || len(res.Batches) == 0 {
+		t.Fatalf("read: %+v %v", res, err)
+	}
+	if _, err := m.Replica(TableBucket{id, 7}); !errors.Is(err, ErrUnknownBucket) {
+		t.Fatalf("unknown bucket: %v", err)
+	}
+
+	// Dropping the table closes the replicas and deletes their data.
+	ops, err := catalog.New(meta).DropTableOps("db", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := meta.Multi(context.Background(), 0, ops...); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "replica removed", func() bool {
+		_, err := m.Replica(tb)
+		return errors.Is(err, ErrUnknownBucket)
+	})
+	waitFor(t, "the dropped table's data deleted", func() bool {
+		_, err := os.Stat(filepath.Join(dir, "0"))
+		return os.IsNotExist(err)
+	})
+	if _, err := r.Append(ctx, batch(1), 1); !errors.Is(err, ErrClosed) {
+		t.Fatalf("append to a closed replica: %v", err)
+	}
+}
+
+func TestAcksAllWaitsForTheISR(t *testing.T) {
+	meta := metatest.NewNode(t)
+	m := startManager(t, meta, t.TempDir())
+	// Node 2 is in the ISR but nothing replicates to it yet: the high
+	// watermark cannot pass the append, so acks=-1 times out while acks=1
+	// returns at once.
+	id := createTable(t, meta, "t", 1, []int32{1, 2})
+	tb := TableBucket{id, 0}
+	waitFor(t, "replica leading", func() bool {
+		r, err := m.Replica(tb)
+		return err == nil && r.IsLeader()
+	})
+	r, _ := m.Replica(tb)
+	if _, err := r.Append(context.Background(), batch(1), 1); err != nil {
+		t.Fatalf("acks=1: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := r.Append(ctx, batch(1), -1); !errors.Is(err, ErrNotEnoughReplicas) {
+		t.Fatalf("acks=-1 without followers: %v, want ErrNotEnoughReplicas", err)
+	}
+	if res, _ := r.Read(0, 1<<20); res.HighWatermark != 0 || len(res.Batches) != 0 {
+		t.Fatalf("uncommitted data visible: hw %d, %d bytes", res.HighWatermark, len(res.Batches))
+	}
+}
+
+func TestStrayReplicasAreRemovedAtStart(t *testing.T) {
+	meta := metatest.NewNode(t)
+	dir := t.TempDir()
+	stray := filepath.Join(dir, "42", "0")
+	if err := os.MkdirAll(stray, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	startManager(t, meta, dir)
+	waitFor(t, "stray replica deleted", func() bool {
+		_, err := os.Stat(stray)
+		return os.IsNotExist(err)
+	})
+}
