@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"testing"
@@ -319,4 +320,51 @@ func TestFetchLongPollWakesOnProduce(t *testing.T) {
 
 func replicaTB(tableID int64, bucket int32) replica.TableBucket {
 	return replica.TableBucket{TableID: tableID, Bucket: bucket}
+}
+
+func TestProduceTooLargeAndOutOfRange(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.SegmentBytes = 64 << 10
+	s := startServer(t, cfg)
+	ctx := context.Background()
+	const ddl = "id BIGINT NOT NULL, blob STRING"
+	info := createTable(t, s, "demo", "big", ddl, 2)
+	schema := schemaOf(t, ddl)
+	var rows []record.Row
+	rng := rand.New(rand.NewPCG(1, 1))
+	for i := 0; i < 50; i++ {
+		b := make([]byte, 4000)
+		for j := range b {
+			b[j] = byte('a' + rng.IntN(26))
+		}
+		rows = append(rows, record.Row{int64(i), string(b)})
+	}
+	large := buildBatch(t, schema, info.SchemaId, rows...)
+	if len(large) <= 64<<10 {
+		t.Fatalf("test batch is only %d bytes", len(large))
+	}
+	small := buildBatch(t, schema, info.SchemaId, record.Row{int64(1), "x"})
+	c := tabletClient(s)
+	resp, err := c.ProduceLog(ctx, connect.NewRequest(&stromv1.ProduceLogRequest{Database: "demo", Table: "big",
+		Buckets: []*stromv1.ProduceBucket{{Bucket: 0, Records: large}, {Bucket: 1, Records: small}}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := resp.Msg.Buckets[0].Error; e == nil || e.Name != "RECORD_TOO_LARGE_EXCEPTION" || !strings.Contains(e.Message, "segment size") {
+		t.Errorf("too large batch: %v", e)
+	}
+	if e := resp.Msg.Buckets[1].Error; e != nil {
+		t.Errorf("the other bucket failed too: %v", e)
+	}
+	f, err := c.FetchLog(ctx, connect.NewRequest(&stromv1.FetchLogRequest{Database: "demo", Table: "big",
+		Buckets: []*stromv1.FetchBucket{{Bucket: 1, Offset: 5}, {Bucket: 0, Offset: 0}}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := f.Msg.Buckets[0].Error; e == nil || e.Name != "LOG_OFFSET_OUT_OF_RANGE_EXCEPTION" || !strings.Contains(e.Message, "[0, 1)") {
+		t.Errorf("fetch past the end: %v, want the log's range in the message", e)
+	}
+	if e := f.Msg.Buckets[1].Error; e != nil || len(f.Msg.Buckets[1].Records) != 0 {
+		t.Errorf("empty bucket: %v", f.Msg.Buckets[1])
+	}
 }
