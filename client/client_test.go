@@ -154,3 +154,35 @@ func TestServerErrorsAreTyped(t *testing.T) {
 		t.Fatalf("unreachable node: %v", err)
 	}
 }
+
+func TestCloseWhileAppending(t *testing.T) {
+	c := startNode(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tbl := createTable(t, c, "demo", "races", 3, nil, &stromv1.Column{Name: "v", Type: "BIGINT"})
+	w, err := tbl.NewAppendWriter(ctx, client.BatchTimeout(time.Millisecond), client.BatchSize(256))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	for g := 0; g < 4; g++ {
+		go func() {
+			for i := int64(0); ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				w.Append(ctx, record.Row{i})
+			}
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	if err := w.Close(ctx); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	close(done)
+	if f := w.Append(ctx, record.Row{int64(1)}); f.Err() == nil {
+		t.Fatal("append after close accepted")
+	}
+}

@@ -65,9 +65,10 @@ type AppendWriter struct {
 	bucketKey *record.KeyCodec // nil: no bucket key (sticky bucket)
 	comp      record.ArrowCompression
 
-	mem  chan struct{} // a token per KiB of buffer memory: backpressure
-	stop chan struct{}
-	wg   sync.WaitGroup
+	mem        chan struct{} // a token per KiB of buffer memory: backpressure
+	stop       chan struct{}
+	lingerDone chan struct{}
+	wg         sync.WaitGroup // the senders
 
 	mu struct {
 		sync.Mutex
@@ -151,8 +152,9 @@ func (t *Table) NewAppendWriter(ctx context.Context, opts ...WriterOption) (*App
 	}
 	w := &AppendWriter{
 		t: t, cfg: cfg, comp: comp,
-		mem:  make(chan struct{}, int(cfg.bufferMemory>>10)),
-		stop: make(chan struct{}),
+		mem:        make(chan struct{}, int(cfg.bufferMemory>>10)),
+		stop:       make(chan struct{}),
+		lingerDone: make(chan struct{}),
 	}
 	if len(t.desc.BucketKeys) > 0 {
 		if w.bucketKey, err = record.NewKeyCodec(t.schema.Columns, t.desc.BucketKeys); err != nil {
@@ -162,7 +164,6 @@ func (t *Table) NewAppendWriter(ctx context.Context, opts ...WriterOption) (*App
 	w.mu.open = map[int32]*pendingBatch{}
 	w.mu.senders = map[int32]*bucketSender{}
 	w.mu.sticky = int32(rand.IntN(int(max(t.Buckets(), 1))))
-	w.wg.Add(1)
 	go w.lingerLoop()
 	return w, nil
 }
@@ -305,7 +306,7 @@ func (w *AppendWriter) complete(sb *sealedBatch, base int64, err error) {
 
 // lingerLoop sends batches that waited batchTimeout without filling.
 func (w *AppendWriter) lingerLoop() {
-	defer w.wg.Done()
+	defer close(w.lingerDone)
 	t := time.NewTicker(max(w.cfg.batchTimeout/2, time.Millisecond))
 	defer t.Stop()
 	for {
@@ -349,20 +350,25 @@ func (w *AppendWriter) Flush(ctx context.Context) error {
 	return err
 }
 
-// Close flushes and stops the writer.
+// Close stops taking rows, flushes, and stops the writer once every queued
+// batch is acknowledged or has failed (a batch may be retried for up to the
+// delivery timeout).
 func (w *AppendWriter) Close(ctx context.Context) error {
-	err := w.Flush(ctx)
 	w.mu.Lock()
 	if w.mu.closed {
 		w.mu.Unlock()
-		return err
+		return nil
 	}
-	w.mu.closed = true
-	for _, s := range w.mu.senders {
-		close(s.queue)
-	}
+	w.mu.closed = true // no row is accepted from here on
 	w.mu.Unlock()
 	close(w.stop)
+	<-w.lingerDone // nothing seals behind Flush's back now
+	err := w.Flush(ctx)
+	w.mu.Lock()
+	for _, s := range w.mu.senders {
+		close(s.queue) // senders drain what is queued, then exit
+	}
+	w.mu.Unlock()
 	w.wg.Wait()
 	return err
 }
