@@ -152,6 +152,33 @@ func walkthrough(t *testing.T) []string {
 	return lines
 }
 
+type readmeError struct{ cmd, want string }
+
+// readmeErrors returns the README's examples of mistakes: a "$ command" line
+// followed by the one line it prints.
+func readmeErrors(t *testing.T) []readmeError {
+	data, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(data), "<!-- errors:start -->")
+	block, _, ok2 := strings.Cut(rest, "<!-- errors:end -->")
+	if !ok || !ok2 {
+		t.Fatal("README.md has no errors:start/end markers")
+	}
+	var out []readmeError
+	lines := strings.Split(block, "\n")
+	for i, l := range lines {
+		if cmd, ok := strings.CutPrefix(l, "$ "); ok && i+1 < len(lines) {
+			out = append(out, readmeError{cmd: cmd, want: strings.TrimSpace(lines[i+1])})
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("no examples between the errors markers")
+	}
+	return out
+}
+
 // TestReadmeWalkthrough starts the server exactly as the README's quick start
 // does (no flags, in an empty directory, default ports) and runs every line
 // of the README's walk-through unchanged, from the repository root with the
@@ -222,6 +249,20 @@ func TestReadmeWalkthrough(t *testing.T) {
 	expect("curl ", `"orders"`)
 	expect("go tool grpcurl", "strom.v1.AdminService")
 	expect("go tool buf curl", `"schemaId": 1`) // found the method through reflection
+
+	// The README's examples of mistakes print exactly what it shows.
+	for _, ex := range readmeErrors(t) {
+		cmd := exec.Command("bash", "-c", ex.cmd)
+		cmd.Dir = shell
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err == nil {
+			t.Errorf("%s: exit 0, the README shows a failure", ex.cmd)
+		}
+		if got := strings.TrimSpace(stderr.String()); got != ex.want {
+			t.Errorf("%s:\n got %s\nwant %s (as the README shows)", ex.cmd, got, ex.want)
+		}
+	}
 
 	// SIGTERM stops cleanly with exit status 0.
 	if err := n.kill(syscall.SIGTERM); err != nil {
