@@ -55,7 +55,7 @@ func NewRoot(out, errOut io.Writer) *cobra.Command {
 	}
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.server, "server", server, "address of a Strom node (env STROM_SERVER)")
-	pf.StringVarP(&g.output, "output", "o", "table", "output format: table or json")
+	pf.StringVarP(&g.output, "output", "o", "table", "output format: table or json (consume also takes csv)")
 	pf.DurationVar(&g.timeout, "timeout", 30*time.Second, "how long a request may take")
 	root.AddCommand(newServerCmd(), newDBCmd(g), newTableCmd(g), newClusterCmd(g),
 		newProduceCmd(g), newConsumeCmd(g), newOffsetsCmd(g), newBenchCmd(g))
