@@ -20,6 +20,7 @@ import (
 	"strom/rpc"
 	stromv1 "strom/rpc/gen/strom/v1"
 	"strom/rpc/gen/strom/v1/stromv1connect"
+	"strom/tablet/log"
 	"strom/tablet/replica"
 )
 
@@ -110,35 +111,32 @@ func (h *tabletHandler) ProduceLog(ctx context.Context, req *connect.Request[str
 
 // produceBucket validates every batch of one bucket against the table
 // schema (without decompressing) and appends them.
-func (h *tabletHandler) produceBucket(ctx context.Context, t catalog.Table, pb *stromv1.ProduceBucket, acks int) (replicaAppend, error) {
+func (h *tabletHandler) produceBucket(ctx context.Context, t catalog.Table, pb *stromv1.ProduceBucket, acks int) (log.AppendInfo, error) {
 	r, err := h.replica(t, pb.Bucket)
 	if err != nil {
-		return replicaAppend{}, err
+		return log.AppendInfo{}, err
 	}
 	if len(pb.Records) == 0 {
-		return replicaAppend{}, &record.InvalidError{Field: "records", Reason: fmt.Sprintf("bucket %d: no batches", pb.Bucket)}
+		return log.AppendInfo{}, &record.InvalidError{Field: "records", Reason: fmt.Sprintf("bucket %d: no batches", pb.Bucket)}
 	}
 	for rest, i := pb.Records, 0; len(rest) > 0; i++ {
 		var b record.Batch
 		b, rest, err = record.NextBatch(rest)
 		if err != nil {
-			return replicaAppend{}, fmt.Errorf("bucket %d batch %d: %w", pb.Bucket, i, err)
+			return log.AppendInfo{}, fmt.Errorf("bucket %d batch %d: %w", pb.Bucket, i, err)
 		}
 		if b.Magic() != record.CurrentMagic {
-			return replicaAppend{}, fmt.Errorf("bucket %d batch %d: %w: magic %d; Strom takes V2 batches (magic 2)", pb.Bucket, i, record.ErrCorruptBatch, b.Magic())
+			return log.AppendInfo{}, fmt.Errorf("bucket %d batch %d: %w: magic %d; Strom takes V2 batches (magic 2)", pb.Bucket, i, record.ErrCorruptBatch, b.Magic())
 		}
 		if int32(b.SchemaID()) != t.SchemaID {
-			return replicaAppend{}, fmt.Errorf("bucket %d batch %d: %w: schema id %d, the table's schema is %d", pb.Bucket, i, catalog.ErrSchemaNotExist, b.SchemaID(), t.SchemaID)
+			return log.AppendInfo{}, fmt.Errorf("bucket %d batch %d: %w: schema id %d, the table's schema is %d", pb.Bucket, i, catalog.ErrSchemaNotExist, b.SchemaID(), t.SchemaID)
 		}
 		if err := record.ValidateArrowBatch(b, t.Schema); err != nil {
-			return replicaAppend{}, fmt.Errorf("bucket %d batch %d: %w", pb.Bucket, i, err)
+			return log.AppendInfo{}, fmt.Errorf("bucket %d batch %d: %w", pb.Bucket, i, err)
 		}
 	}
-	info, err := r.Append(ctx, pb.Records, acks)
-	return replicaAppend{FirstOffset: info.FirstOffset, LastOffset: info.LastOffset}, err
+	return r.Append(ctx, pb.Records, acks)
 }
-
-type replicaAppend struct{ FirstOffset, LastOffset int64 }
 
 // encodeRows turns JSON rows into one Arrow batch per bucket. Rows of a
 // table with a bucket key go to the key's bucket; otherwise all the rows of
