@@ -22,9 +22,10 @@ import (
 func newBenchCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure produce, consume and column-pruning throughput against a running node",
+		Short: "Measure produce, consume, column pruning, upsert and lookup throughput against a running node",
 	}
-	cmd.AddCommand(newBenchProduceCmd(g), newBenchConsumeCmd(g), newBenchPruningCmd(g))
+	cmd.AddCommand(newBenchProduceCmd(g), newBenchConsumeCmd(g), newBenchPruningCmd(g),
+		newBenchUpsertCmd(g), newBenchLookupCmd(g))
 	return cmd
 }
 

@@ -58,7 +58,8 @@ func NewRoot(out, errOut io.Writer) *cobra.Command {
 	pf.StringVarP(&g.output, "output", "o", "table", "output format: table or json (consume also takes csv)")
 	pf.DurationVar(&g.timeout, "timeout", 30*time.Second, "how long a request may take")
 	root.AddCommand(newServerCmd(), newDBCmd(g), newTableCmd(g), newClusterCmd(g),
-		newProduceCmd(g), newConsumeCmd(g), newOffsetsCmd(g), newBenchCmd(g))
+		newProduceCmd(g), newConsumeCmd(g), newOffsetsCmd(g), newBenchCmd(g),
+		newPutCmd(g), newDeleteCmd(g), newLookupCmd(g), newScanCmd(g))
 	return root
 }
 

@@ -186,3 +186,102 @@ func TestCloseWhileAppending(t *testing.T) {
 		t.Fatal("append after close accepted")
 	}
 }
+
+func TestUpsertLookupScan(t *testing.T) {
+	c := startNode(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := c.Admin().CreateDatabase(ctx, &stromv1.CreateDatabaseRequest{Database: "shop"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Admin().CreateTable(ctx, &stromv1.CreateTableRequest{Database: "shop", Table: "orders", Descriptor_: &stromv1.TableDescriptor{
+		Schema: &stromv1.Schema{Columns: []*stromv1.Column{{Name: "region", Type: "STRING"}, {Name: "id", Type: "BIGINT"}, {Name: "amount", Type: "BIGINT"}, {Name: "note", Type: "STRING"}},
+			PrimaryKey: []string{"region", "id"}},
+		BucketKeys: []string{"region"}, BucketCount: 3,
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := c.Table(ctx, "shop", "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := tbl.NewUpsertWriter(ctx, client.BatchTimeout(5*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	regions := []string{"eu", "us", "ap"}
+	for i := int64(0); i < 300; i++ {
+		w.Upsert(ctx, record.Row{regions[i%3], i, i * 10, "first"})
+	}
+	for i := int64(0); i < 300; i += 2 {
+		w.Upsert(ctx, record.Row{regions[i%3], i, i * 100, "second"})
+	}
+	for i := int64(0); i < 300; i += 3 {
+		w.Delete(ctx, record.Row{regions[i%3], i, nil, nil})
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Partial update of the note only.
+	pw, err := tbl.NewUpsertWriter(ctx, client.TargetColumns("region", "id", "note"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw.Upsert(ctx, record.Row{"us", int64(1), nil, "partial"})
+	if err := pw.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tbl.NewUpsertWriter(ctx, client.TargetColumns("note")); err == nil {
+		t.Fatal("a partial update without the key was accepted")
+	}
+
+	l, err := tbl.NewLookuper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := l.Lookup(ctx, record.Row{"us", int64(1)}, record.Row{"eu", int64(3)}, record.Row{"ap", int64(2)}, record.Row{"us", int64(4)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0] == nil || got[0][2] != int64(10) || got[0][3] != "partial" {
+		t.Fatalf("us/1 = %v, want amount 10 and the partial note", got[0])
+	}
+	if got[1] != nil {
+		t.Fatalf("eu/3 was deleted, got %v", got[1])
+	}
+	if got[2] == nil || got[2][2] != int64(200) || got[2][3] != "second" {
+		t.Fatalf("ap/2 = %v", got[2])
+	}
+	if got[3] == nil || got[3][2] != int64(400) {
+		t.Fatalf("us/4 = %v", got[3])
+	}
+	// "us" rows are ids ≡ 1 (mod 3): none deleted; "eu" ones (≡ 0) all were.
+	us, err := l.PrefixLookup(ctx, record.Row{"us"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(us) != 100 {
+		t.Fatalf("prefix us: %d rows, want 100", len(us))
+	}
+	ids := map[int64]bool{}
+	for _, r := range us {
+		if r[0] != "us" || ids[r[1].(int64)] {
+			t.Fatalf("prefix row %v: not us, or twice", r)
+		}
+		ids[r[1].(int64)] = true
+	}
+	if eu, err := l.PrefixLookup(ctx, record.Row{"eu"}); err != nil || len(eu) != 0 {
+		t.Fatalf("prefix eu: %d rows, %v; want none", len(eu), err)
+	}
+	total := 0
+	for b := int32(0); b < 3; b++ {
+		rows, err := tbl.Scan(ctx, b, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += len(rows)
+	}
+	if total != 200 {
+		t.Fatalf("scan: %d rows, want 200 (300 less 100 deleted)", total)
+	}
+}

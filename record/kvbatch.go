@@ -246,3 +246,12 @@ func uvarintLen(v uint64) int {
 	}
 	return n
 }
+
+// SetWriter sets the writer id and batch sequence and recomputes the CRC
+// (both fields are covered by it), as record.Batch.SetWriter does for log
+// batches.
+func (b KvBatch) SetWriter(writerID int64, sequence int32) {
+	le.PutUint64(b[kvWriterIDOffset:], uint64(writerID))
+	le.PutUint32(b[kvBatchSequenceOffset:], uint32(sequence))
+	le.PutUint32(b[kvCRCOffset:], b.ComputeCRC())
+}

@@ -14,6 +14,7 @@ import (
 	"strom/record"
 	stromv1 "strom/rpc/gen/strom/v1"
 	"strom/server/coordinator"
+	"strom/tablet/kv"
 	"strom/tablet/log"
 	"strom/tablet/replica"
 )
@@ -52,6 +53,9 @@ var (
 	CodeOutOfOrderSequence  = Code{31, "OUT_OF_ORDER_SEQUENCE_EXCEPTION", connect.CodeFailedPrecondition, false}
 	CodeLogStorage          = Code{10, "LOG_STORAGE_EXCEPTION", connect.CodeInternal, false}
 	CodeRecordTooLarge      = Code{13, "RECORD_TOO_LARGE_EXCEPTION", connect.CodeInvalidArgument, false}
+	CodeInvalidTargetColumn = Code{35, "INVALID_TARGET_COLUMN", connect.CodeInvalidArgument, false}
+	CodeDeletionDisabled    = Code{57, "DELETION_DISABLED_EXCEPTION", connect.CodeFailedPrecondition, false}
+	CodeKvStorage           = Code{11, "KV_STORAGE_EXCEPTION", connect.CodeInternal, false}
 	CodeFencedLeaderEpoch   = Code{24, "FENCED_LEADER_EPOCH_EXCEPTION", connect.CodeFailedPrecondition, true}
 	// Strom's own codes start at 1000.
 	CodeNotReady = Code{1000, "NODE_NOT_READY", connect.CodeUnavailable, true}
@@ -88,6 +92,15 @@ var sentinels = []struct {
 	{log.ErrFencedLeaderEpoch, CodeFencedLeaderEpoch},
 	{log.ErrClosed, CodeUnknownBucket},
 	{log.ErrCorruptSegment, CodeLogStorage},
+	{kv.ErrDeletionDisabled, CodeDeletionDisabled},
+	{kv.ErrInvalidRecord, CodeInvalidTable},
+	{kv.ErrPartialUpdateUnsupported, CodeInvalidTargetColumn},
+	{kv.ErrSchemaMismatch, CodeSchemaNotExist},
+	{kv.ErrClosed, CodeUnknownBucket},
+	{kv.ErrAheadOfLog, CodeKvStorage},
+	{kv.ErrTruncateBelowFlushed, CodeKvStorage},
+	{kv.ErrCorrupt, CodeKvStorage},
+	{replica.ErrNotKV, CodeInvalidTable},
 	{raftmeta.ErrStopped, CodeNotCoordinator},
 	{context.DeadlineExceeded, CodeRequestTimeout},
 	{context.Canceled, CodeCanceled},

@@ -22,6 +22,7 @@ import (
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
+	"github.com/cockroachdb/pebble/v2"
 
 	"strom/raftmeta"
 	"strom/raftmeta/catalog"
@@ -31,6 +32,9 @@ import (
 	"strom/tablet/log"
 	"strom/tablet/replica"
 )
+
+// kvCacheBytes is the size of the block cache the node's KV tablets share.
+const kvCacheBytes = 64 << 20
 
 // maxRequestBytes bounds one request's size.
 const maxRequestBytes = 256 << 20
@@ -50,6 +54,10 @@ type Server struct {
 	replicas *replica.Manager
 	// tables caches decoded tables for the data path.
 	tables *tableCache
+	// scanners holds open ScanKv snapshots.
+	scanners scanners
+	// kvCache is the block cache shared by the node's KV tablets.
+	kvCache *pebble.Cache
 
 	apiLn   net.Listener
 	apiAddr string // advertised API address
@@ -60,6 +68,9 @@ type Server struct {
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	stopOnce sync.Once
+	stopErr  error
 }
 
 // NewLogger returns the logger a node writes with, per format ("text" or
@@ -137,12 +148,14 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 
 	lc := log.DefaultConfig()
 	lc.SegmentBytes = cfg.SegmentBytes
+	s.kvCache = pebble.NewCache(kvCacheBytes)
 	s.replicas = replica.NewManager(replica.Config{
 		NodeID:             cfg.NodeID,
 		Dir:                filepath.Join(cfg.DataDir, "tablets"),
 		Log:                lc,
 		RetentionInterval:  5 * time.Minute,
 		CheckpointInterval: 5 * time.Second,
+		KVCache:            s.kvCache,
 		Logger:             s.lg,
 	}, s.meta)
 
@@ -262,9 +275,14 @@ func (s *Server) ClusterID() string { return s.id.ClusterID }
 
 // Stop takes the node down cleanly: it stops taking requests, lets those in
 // flight finish (bounded by shutdown.timeout and ctx), drops its
-// registration, and closes the metadata replica. Safe to call once after
-// Start, whatever Start returned.
+// registration, and closes the replicas and the metadata replica. Later
+// calls return the first call's result.
 func (s *Server) Stop(ctx context.Context) error {
+	s.stopOnce.Do(func() { s.stopErr = s.stop(ctx) })
+	return s.stopErr
+}
+
+func (s *Server) stop(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ShutdownTimeout)
 	defer cancel()
 	s.ready.Store(false)
@@ -281,8 +299,12 @@ func (s *Server) Stop(ctx context.Context) error {
 			s.lg.Warn("could not close metadata session; it will expire", "err", err)
 		}
 	}
+	s.scanners.closeAll()
 	s.cancel()
 	s.wg.Wait()
+	if s.kvCache != nil {
+		s.kvCache.Unref() // the KV tablets took their own references
+	}
 	if s.meta != nil {
 		if err := s.meta.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close metadata replica: %w", err))

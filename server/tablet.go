@@ -494,11 +494,11 @@ func (h *tabletHandler) LimitScan(_ context.Context, req *connect.Request[stromv
 	if err != nil {
 		return nil, err
 	}
-	if len(t.Schema.PrimaryKey) > 0 {
-		return nil, &record.InvalidError{Field: "table", Reason: fmt.Sprintf("%s.%s is a primary-key table: LimitScan of primary-key tables comes with the KV tablet", t.Database, t.Name)}
-	}
 	if m.Limit <= 0 || m.Limit > 100_000 {
 		return nil, &record.InvalidError{Field: "limit", Reason: fmt.Sprintf("must be 1..100000, got %d", m.Limit)}
+	}
+	if len(t.Schema.PrimaryKey) > 0 {
+		return h.limitScanKv(req, t)
 	}
 	r, err := h.replica(t, m.Bucket)
 	if err != nil {

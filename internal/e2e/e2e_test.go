@@ -222,7 +222,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 		if err != nil {
 			t.Fatalf("walk-through line failed: %s\n%v\n%s", line, err, out)
 		}
-		outputs[line] = string(out)
+		outputs[line] += string(out) // a line run twice keeps both outputs
 		t.Logf("$ %s\n%s", line, out)
 	}
 	expect := func(prefix, want string) {
@@ -245,6 +245,27 @@ func TestReadmeWalkthrough(t *testing.T) {
 	expect("./strom consume demo.clicks --from earliest", "/cart")
 	expect("./strom consume demo.clicks --columns", `{"user_id":2,"url":"/cart","_change_type":"+A","_offset":`)
 	expect("./strom offsets demo.clicks", "LATEST")
+	expect("./strom lookup demo.fluss_customer --key cust_key=1", "Customer#1")
+	expect("./strom scan demo.fluss_customer", `"cust_key":2`)
+	// The second lookup of cust_key 1 (after the delete) prints nothing.
+	if out := outputs["./strom lookup demo.fluss_customer --key cust_key=1"]; strings.Count(out, "Customer") != 1 {
+		t.Errorf("lookup output %q: want the row once, then nothing after the delete", out)
+	}
+	var changes []string
+	for _, line := range strings.Split(outputs["./strom consume demo.fluss_customer --output json"], "\n") {
+		if strings.Contains(line, `"cust_key":1,`) {
+			var row struct {
+				Change string `json:"_change_type"`
+			}
+			if err := json.Unmarshal([]byte(line), &row); err != nil {
+				t.Fatal(err)
+			}
+			changes = append(changes, row.Change)
+		}
+	}
+	if got := strings.Join(changes, " "); got != "+I -U +U -D" {
+		t.Errorf("changelog of cust_key 1: %q, want +I -U +U -D", got)
+	}
 	expect("curl ", `"tables"`)
 	expect("curl ", `"orders"`)
 	expect("go tool grpcurl", "strom.v1.AdminService")

@@ -13,9 +13,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"strom/raftmeta"
 	"strom/raftmeta/catalog"
 	"strom/record"
+	"strom/tablet/kv"
 	"strom/tablet/log"
 )
 
@@ -32,6 +35,9 @@ type Config struct {
 	RetentionInterval time.Duration
 	// CheckpointInterval is how often high watermarks are written to disk.
 	CheckpointInterval time.Duration
+	// KVCache is the Pebble block cache shared by the node's KV tablets
+	// (nil: each gets a small private one).
+	KVCache *pebble.Cache
 	// Logger receives the manager's logs.
 	Logger *slog.Logger
 }
@@ -121,17 +127,20 @@ func (m *Manager) Reconcile() error {
 	}
 	want := map[TableBucket]catalog.LeaderAndISR{}
 	hosted := map[int64]catalog.Table{}
+	tableOf := map[TableBucket]catalog.Table{}
 	for _, t := range tables {
 		for b, replicas := range t.Assignment.Buckets {
 			if slices.Contains(replicas, m.cfg.NodeID) {
-				want[TableBucket{t.Registration.TableID, b}] = t.LeaderISR[b]
+				tb := TableBucket{t.Registration.TableID, b}
+				want[tb] = t.LeaderISR[b]
+				tableOf[tb] = t
 				hosted[t.Registration.TableID] = t
 			}
 		}
 	}
 	var errs []error
 	for tb, lisr := range want {
-		r, err := m.open(tb)
+		r, err := m.open(tb, tableOf[tb])
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -215,8 +224,9 @@ func (m *Manager) dir(tb TableBucket) string {
 	return filepath.Join(m.cfg.Dir, strconv.FormatInt(tb.TableID, 10), strconv.Itoa(int(tb.Bucket)))
 }
 
-// open returns the replica for tb, opening its log tablet if needed.
-func (m *Manager) open(tb TableBucket) (*Replica, error) {
+// open returns the replica for tb, opening its log tablet (and, for a
+// primary-key table, its KV tablet) if needed.
+func (m *Manager) open(tb TableBucket, t catalog.Table) (*Replica, error) {
 	m.mu.RLock()
 	r, ok := m.mu.replicas[tb]
 	m.mu.RUnlock()
@@ -224,13 +234,24 @@ func (m *Manager) open(tb TableBucket) (*Replica, error) {
 		return r, nil
 	}
 	lc := m.cfg.Log
-	lc.Dir = m.dir(tb)
+	lc.Dir = filepath.Join(m.dir(tb), "log")
 	lc.Logger = m.lg.With("bucket", tb.String())
 	lt, err := log.Open(lc)
 	if err != nil {
 		return nil, fmt.Errorf("open replica %s: %w", tb, err)
 	}
-	r = newReplica(tb, m.cfg.NodeID, lt, lc.Logger)
+	var kt *kv.Tablet
+	if len(t.Schema.PrimaryKey) > 0 {
+		kt, err = kv.Open(kv.Config{
+			Dir: filepath.Join(m.dir(tb), "kv"), Log: lt, Table: t.Descriptor(), SchemaID: int16(t.SchemaID),
+			Cache: m.cfg.KVCache, Logger: lc.Logger,
+		})
+		if err != nil {
+			lt.Close()
+			return nil, fmt.Errorf("open KV of replica %s: %w", tb, err)
+		}
+	}
+	r = newReplica(tb, m.cfg.NodeID, lt, kt, lc.Logger)
 	m.mu.Lock()
 	m.mu.replicas[tb] = r
 	m.mu.Unlock()
@@ -265,7 +286,9 @@ func (m *Manager) enforceRetention(now time.Time) {
 	m.mu.RUnlock()
 	for _, r := range m.replicas() {
 		t, ok := tables[r.tb.TableID]
-		if !ok {
+		if !ok || r.kv != nil {
+			// A primary-key table's changelog is its KV's write-ahead log:
+			// until KV snapshots exist, it is kept whole.
 			continue
 		}
 		v, ok := t.Descriptor().Option(record.OptLogTTL)

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"strom/record"
+	"strom/tablet/kv"
 	"strom/tablet/log"
 )
 
@@ -34,6 +36,8 @@ var (
 	ErrNotEnoughReplicas = errors.New("replica: not enough in-sync replicas")
 	// ErrClosed: the replica was closed (its table dropped or the node stopping).
 	ErrClosed = errors.New("replica: closed")
+	// ErrNotKV: a primary-key call on a log table's bucket.
+	ErrNotKV = errors.New("replica: not a primary-key table")
 )
 
 // TableBucket names a bucket of a table.
@@ -50,6 +54,7 @@ type Replica struct {
 	tb     TableBucket
 	nodeID int32
 	log    *log.Tablet
+	kv     *kv.Tablet // nil for a log table
 	lg     *slog.Logger
 
 	mu struct {
@@ -64,8 +69,8 @@ type Replica struct {
 	}
 }
 
-func newReplica(tb TableBucket, nodeID int32, lt *log.Tablet, lg *slog.Logger) *Replica {
-	r := &Replica{tb: tb, nodeID: nodeID, log: lt, lg: lg}
+func newReplica(tb TableBucket, nodeID int32, lt *log.Tablet, kt *kv.Tablet, lg *slog.Logger) *Replica {
+	r := &Replica{tb: tb, nodeID: nodeID, log: lt, kv: kt, lg: lg}
 	r.mu.leader = -1
 	r.mu.advanced = make(chan struct{})
 	return r
@@ -91,23 +96,34 @@ func (r *Replica) setLeaderAndISR(leader, epoch int32, isr []int32) error {
 		if err := r.log.AssignEpoch(epoch, r.log.LogEndOffset()); err != nil {
 			return fmt.Errorf("bucket %s: start leader epoch %d: %w", r.tb, epoch, err)
 		}
+		if r.kv != nil {
+			r.kv.BecomeLeader(epoch)
+		}
 		r.lg.Info("became leader", "epoch", epoch)
 	}
-	r.maybeAdvanceLocked()
+	err := r.maybeAdvanceLocked()
 	r.wakeLocked()
-	return nil
+	return err
 }
 
 // maybeAdvanceLocked moves the high watermark to the log end when the
-// leader is the only in-sync replica.
-func (r *Replica) maybeAdvanceLocked() {
+// leader is the only in-sync replica, and flushes the KV's committed rows
+// into Pebble before anyone is told (so an acknowledged write is visible to
+// lookups).
+func (r *Replica) maybeAdvanceLocked() error {
 	if r.mu.leader != r.nodeID || len(r.mu.isr) != 1 || r.mu.isr[0] != r.nodeID {
-		return
+		return nil
 	}
 	if leo := r.log.LogEndOffset(); leo > r.log.HighWatermark() {
-		r.log.SetHighWatermark(leo)
+		hw := r.log.SetHighWatermark(leo)
+		if r.kv != nil {
+			if err := r.kv.FlushTo(hw); err != nil {
+				return fmt.Errorf("bucket %s: flush KV to %d: %w", r.tb, hw, err)
+			}
+		}
 		r.wakeLocked()
 	}
+	return nil
 }
 
 func (r *Replica) wakeLocked() {
@@ -126,6 +142,25 @@ func (r *Replica) IsLeader() bool {
 // the high watermark passes them (ctx bounds the wait); with 0 or 1 it
 // returns after the local append.
 func (r *Replica) Append(ctx context.Context, batches []byte, acks int) (log.AppendInfo, error) {
+	return r.write(ctx, acks, func(epoch int32) (log.AppendInfo, error) {
+		return r.log.AppendAsLeader(batches, epoch, time.Now())
+	})
+}
+
+// PutKv writes a KV batch to a primary-key bucket as the leader (the KV
+// tablet appends its changelog to the log), then waits for acks as Append.
+func (r *Replica) PutKv(ctx context.Context, batch record.KvBatch, targetColumns []int, acks int) (log.AppendInfo, error) {
+	if r.kv == nil {
+		return log.AppendInfo{}, fmt.Errorf("bucket %s: %w", r.tb, ErrNotKV)
+	}
+	return r.write(ctx, acks, func(int32) (log.AppendInfo, error) {
+		return r.kv.PutKv(ctx, batch, targetColumns)
+	})
+}
+
+// write runs an append as the leader, under the replica lock so that the
+// leader epoch it stamps cannot change under it, and waits for acks.
+func (r *Replica) write(ctx context.Context, acks int, appendFn func(epoch int32) (log.AppendInfo, error)) (log.AppendInfo, error) {
 	r.mu.Lock()
 	if r.mu.closed {
 		r.mu.Unlock()
@@ -136,11 +171,9 @@ func (r *Replica) Append(ctx context.Context, batches []byte, acks int) (log.App
 		r.mu.Unlock()
 		return log.AppendInfo{}, fmt.Errorf("bucket %s: %w (leader is node %d)", r.tb, ErrNotLeader, leader)
 	}
-	// The append happens under the replica lock so that the leader epoch it
-	// stamps cannot change under it.
-	info, err := r.log.AppendAsLeader(batches, r.mu.leaderEpoch, time.Now())
+	info, err := appendFn(r.mu.leaderEpoch)
 	if err == nil {
-		r.maybeAdvanceLocked()
+		err = r.maybeAdvanceLocked()
 	}
 	r.mu.Unlock()
 	if err != nil || acks != -1 {
@@ -162,6 +195,22 @@ func (r *Replica) Append(ctx context.Context, batches []byte, acks int) (log.App
 			return info, fmt.Errorf("bucket %s: %w: the high watermark did not reach offset %d: %w", r.tb, ErrNotEnoughReplicas, info.LastOffset, ctx.Err())
 		}
 	}
+}
+
+// KV returns the bucket's KV tablet for reads (lookups, scans) on the
+// leader: ErrNotKV for a log table, ErrNotLeader on a follower.
+func (r *Replica) KV() (*kv.Tablet, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.mu.closed:
+		return nil, ErrClosed
+	case r.kv == nil:
+		return nil, fmt.Errorf("bucket %s: %w", r.tb, ErrNotKV)
+	case r.mu.leader != r.nodeID:
+		return nil, fmt.Errorf("bucket %s: %w (leader is node %d)", r.tb, ErrNotLeader, r.mu.leader)
+	}
+	return r.kv, nil
 }
 
 // ReadResult is what Read returns.
@@ -212,5 +261,10 @@ func (r *Replica) close() error {
 	r.mu.closed = true
 	r.wakeLocked()
 	r.mu.Unlock()
-	return r.log.Close()
+	var errs []error
+	if r.kv != nil {
+		errs = append(errs, r.kv.Close())
+	}
+	errs = append(errs, r.log.Close())
+	return errors.Join(errs...)
 }

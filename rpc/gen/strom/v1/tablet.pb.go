@@ -78,6 +78,909 @@ func (OffsetSpec) EnumDescriptor() ([]byte, []int) {
 	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{0}
 }
 
+// PutKvBucket is the data for one bucket of a primary-key table.
+type PutKvBucket struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Bucket int32                  `protobuf:"varint,1,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	// One KV record batch (Fluss's layout).
+	Records       []byte `protobuf:"bytes,2,opt,name=records,proto3" json:"records,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutKvBucket) Reset() {
+	*x = PutKvBucket{}
+	mi := &file_strom_v1_tablet_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutKvBucket) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutKvBucket) ProtoMessage() {}
+
+func (x *PutKvBucket) ProtoReflect() protoreflect.Message {
+	mi := &file_strom_v1_tablet_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutKvBucket.ProtoReflect.Descriptor instead.
+func (*PutKvBucket) Descriptor() ([]byte, []int) {
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *PutKvBucket) GetBucket() int32 {
+	if x != nil {
+		return x.Bucket
+	}
+	return 0
+}
+
+func (x *PutKvBucket) GetRecords() []byte {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+type PutKvRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Database string                 `protobuf:"bytes,1,opt,name=database,proto3" json:"database,omitempty"`
+	Table    string                 `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
+	// As in ProduceLogRequest; default -1.
+	Acks      *int32 `protobuf:"varint,3,opt,name=acks,proto3,oneof" json:"acks,omitempty"`
+	TimeoutMs int32  `protobuf:"varint,4,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// Batches per bucket (binary clients).
+	Buckets []*PutKvBucket `protobuf:"bytes,5,rep,name=buckets,proto3" json:"buckets,omitempty"`
+	// Partial update: the columns the writes set (the primary key among
+	// them); empty means every column.
+	TargetColumns []string `protobuf:"bytes,6,rep,name=target_columns,json=targetColumns,proto3" json:"target_columns,omitempty"`
+	// Rows to upsert, as JSON objects (JSON clients).
+	Rows []*structpb.Struct `protobuf:"bytes,7,rep,name=rows,proto3" json:"rows,omitempty"`
+	// Keys to delete, as JSON objects holding the primary-key columns.
+	Deletes       []*structpb.Struct `protobuf:"bytes,8,rep,name=deletes,proto3" json:"deletes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutKvRequest) Reset() {
+	*x = PutKvRequest{}
+	mi := &file_strom_v1_tablet_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutKvRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutKvRequest) ProtoMessage() {}
+
+func (x *PutKvRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strom_v1_tablet_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutKvRequest.ProtoReflect.Descriptor instead.
+func (*PutKvRequest) Descriptor() ([]byte, []int) {
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PutKvRequest) GetDatabase() string {
+	if x != nil {
+		return x.Database
+	}
+	return ""
+}
+
+func (x *PutKvRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *PutKvRequest) GetAcks() int32 {
+	if x != nil && x.Acks != nil {
+		return *x.Acks
+	}
+	return 0
+}
+
+func (x *PutKvRequest) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+func (x *PutKvRequest) GetBuckets() []*PutKvBucket {
+	if x != nil {
+		return x.Buckets
+	}
+	return nil
+}
+
+func (x *PutKvRequest) GetTargetColumns() []string {
+	if x != nil {
+		return x.TargetColumns
+	}
+	return nil
+}
+
+func (x *PutKvRequest) GetRows() []*structpb.Struct {
+	if x != nil {
+		return x.Rows
+	}
+	return nil
+}
+
+func (x *PutKvRequest) GetDeletes() []*structpb.Struct {
+	if x != nil {
+		return x.Deletes
+	}
+	return nil
+}
+
+type PutKvResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Buckets       []*ProduceBucketResult `protobuf:"bytes,1,rep,name=buckets,proto3" json:"buckets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutKvResponse) Reset() {
+	*x = PutKvResponse{}
+	mi := &file_strom_v1_tablet_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutKvResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutKvResponse) ProtoMessage() {}
+
+func (x *PutKvResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strom_v1_tablet_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutKvResponse.ProtoReflect.Descriptor instead.
+func (*PutKvResponse) Descriptor() ([]byte, []int) {
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *PutKvResponse) GetBuckets() []*ProduceBucketResult {
+	if x != nil {
+		return x.Buckets
+	}
+	return nil
+}
+
+// LookupBucket holds compacted keys (or bucket-key prefixes) of one bucket.
+type LookupBucket struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Bucket        int32                  `protobuf:"varint,1,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	Keys          [][]byte               `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LookupBucket) Reset() {
+	*x = LookupBucket{}
+	mi := &file_strom_v1_tablet_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LookupBucket) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LookupBucket) ProtoMessage() {}
+
+func (x *LookupBucket) ProtoReflect() protoreflect.Message {
+	mi := &file_strom_v1_tablet_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LookupBucket.ProtoReflect.Descriptor instead.
+func (*LookupBucket) Descriptor() ([]byte, []int) {
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *LookupBucket) GetBucket() int32 {
+	if x != nil {
+		return x.Bucket
+	}
+	return 0
+}
+
+func (x *LookupBucket) GetKeys() [][]byte {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+// LookupValue is the answer for one key.
+type LookupValue struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The KV value: schema id (2 bytes, little-endian) and compacted row.
+	Value         []byte `protobuf:"bytes,1,opt,name=value,proto3" json:"value,omitempty"`
+	Found         bool   `protobuf:"varint,2,opt,name=found,proto3" json:"found,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LookupValue) Reset() {
+	*x = LookupValue{}
+	mi := &file_strom_v1_tablet_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LookupValue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LookupValue) ProtoMessage() {}
+
+func (x *LookupValue) ProtoReflect() protoreflect.Message {
+	mi := &file_strom_v1_tablet_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LookupValue.ProtoReflect.Descriptor instead.
+func (*LookupValue) Descriptor() ([]byte, []int) {
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *LookupValue) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *LookupValue) GetFound() bool {
+	if x != nil {
+		return x.Found
+	}
+	return false
+}
+
+type LookupRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Database string                 `protobuf:"bytes,1,opt,name=database,proto3" json:"database,omitempty"`
+	Table    string                 `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
+	Buckets  []*LookupBucket        `protobuf:"bytes,3,rep,name=buckets,proto3" json:"buckets,omitempty"`
+	// Keys as JSON objects of the primary-key columns (JSON clients).
+	Keys          []*structpb.Struct `protobuf:"bytes,4,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LookupRequest) Reset() {
+	*x = LookupRequest{}
+	mi := &file_strom_v1_tablet_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LookupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LookupRequest) ProtoMessage() {}
+
+func (x *LookupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strom_v1_tablet_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LookupRequest.ProtoReflect.Descriptor instead.
+func (*LookupRequest) Descriptor() ([]byte, []int) {
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *LookupRequest) GetDatabase() string {
+	if x != nil {
+		return x.Database
+	}
+	return ""
+}
+
+func (x *LookupRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *LookupRequest) GetBuckets() []*LookupBucket {
+	if x != nil {
+		return x.Buckets
+	}
+	return nil
+}
+
+func (x *LookupRequest) GetKeys() []*structpb.Struct {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+type LookupBucketResult struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Bucket int32                  `protobuf:"varint,1,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	// One per key asked, in order.
+	Values        []*LookupValue `protobuf:"bytes,2,rep,name=values,proto3" json:"values,omitempty"`
+	Error         *ErrorDetail   `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LookupBucketResult) Reset() {
+	*x = LookupBucketResult{}
+	mi := &file_strom_v1_tablet_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LookupBucketResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LookupBucketResult) ProtoMessage() {}
+
+func (x *LookupBucketResult) ProtoReflect() protoreflect.Message {
+	mi := &file_strom_v1_tablet_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LookupBucketResult.ProtoReflect.Descriptor instead.
+func (*LookupBucketResult) Descriptor() ([]byte, []int) {
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *LookupBucketResult) GetBucket() int32 {
+	if x != nil {
+		return x.Bucket
+	}
+	return 0
+}
+
+func (x *LookupBucketResult) GetValues() []*LookupValue {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+func (x *LookupBucketResult) GetError() *ErrorDetail {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type LookupResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Buckets []*LookupBucketResult  `protobuf:"bytes,1,rep,name=buckets,proto3" json:"buckets,omitempty"`
+	// For JSON keys: the rows found, in the order of the keys asked (keys
+	// without a row have none).
+	Rows          []*structpb.Struct `protobuf:"bytes,2,rep,name=rows,proto3" json:"rows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LookupResponse) Reset() {
+	*x = LookupResponse{}
+	mi := &file_strom_v1_tablet_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LookupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LookupResponse) ProtoMessage() {}
+
+func (x *LookupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strom_v1_tablet_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LookupResponse.ProtoReflect.Descriptor instead.
+func (*LookupResponse) Descriptor() ([]byte, []int) {
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *LookupResponse) GetBuckets() []*LookupBucketResult {
+	if x != nil {
+		return x.Buckets
+	}
+	return nil
+}
+
+func (x *LookupResponse) GetRows() []*structpb.Struct {
+	if x != nil {
+		return x.Rows
+	}
+	return nil
+}
+
+type PrefixLookupRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Database string                 `protobuf:"bytes,1,opt,name=database,proto3" json:"database,omitempty"`
+	Table    string                 `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
+	Buckets  []*LookupBucket        `protobuf:"bytes,3,rep,name=buckets,proto3" json:"buckets,omitempty"`
+	// Prefixes as JSON objects holding the bucket-key columns (JSON clients).
+	Prefixes      []*structpb.Struct `protobuf:"bytes,4,rep,name=prefixes,proto3" json:"prefixes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrefixLookupRequest) Reset() {
+	*x = PrefixLookupRequest{}
+	mi := &file_strom_v1_tablet_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrefixLookupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrefixLookupRequest) ProtoMessage() {}
+
+func (x *PrefixLookupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strom_v1_tablet_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrefixLookupRequest.ProtoReflect.Descriptor instead.
+func (*PrefixLookupRequest) Descriptor() ([]byte, []int) {
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *PrefixLookupRequest) GetDatabase() string {
+	if x != nil {
+		return x.Database
+	}
+	return ""
+}
+
+func (x *PrefixLookupRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *PrefixLookupRequest) GetBuckets() []*LookupBucket {
+	if x != nil {
+		return x.Buckets
+	}
+	return nil
+}
+
+func (x *PrefixLookupRequest) GetPrefixes() []*structpb.Struct {
+	if x != nil {
+		return x.Prefixes
+	}
+	return nil
+}
+
+// PrefixValues are the rows of one prefix, as KV values in the byte order
+// of their compacted keys.
+type PrefixValues struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Values        [][]byte               `protobuf:"bytes,1,rep,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrefixValues) Reset() {
+	*x = PrefixValues{}
+	mi := &file_strom_v1_tablet_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrefixValues) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrefixValues) ProtoMessage() {}
+
+func (x *PrefixValues) ProtoReflect() protoreflect.Message {
+	mi := &file_strom_v1_tablet_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrefixValues.ProtoReflect.Descriptor instead.
+func (*PrefixValues) Descriptor() ([]byte, []int) {
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *PrefixValues) GetValues() [][]byte {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+type PrefixLookupBucketResult struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Bucket int32                  `protobuf:"varint,1,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	// One per prefix asked, in order.
+	Values        []*PrefixValues `protobuf:"bytes,2,rep,name=values,proto3" json:"values,omitempty"`
+	Error         *ErrorDetail    `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrefixLookupBucketResult) Reset() {
+	*x = PrefixLookupBucketResult{}
+	mi := &file_strom_v1_tablet_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrefixLookupBucketResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrefixLookupBucketResult) ProtoMessage() {}
+
+func (x *PrefixLookupBucketResult) ProtoReflect() protoreflect.Message {
+	mi := &file_strom_v1_tablet_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrefixLookupBucketResult.ProtoReflect.Descriptor instead.
+func (*PrefixLookupBucketResult) Descriptor() ([]byte, []int) {
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *PrefixLookupBucketResult) GetBucket() int32 {
+	if x != nil {
+		return x.Bucket
+	}
+	return 0
+}
+
+func (x *PrefixLookupBucketResult) GetValues() []*PrefixValues {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+func (x *PrefixLookupBucketResult) GetError() *ErrorDetail {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type PrefixLookupResponse struct {
+	state   protoimpl.MessageState      `protogen:"open.v1"`
+	Buckets []*PrefixLookupBucketResult `protobuf:"bytes,1,rep,name=buckets,proto3" json:"buckets,omitempty"`
+	// For JSON prefixes: every row found, per prefix in the byte order of
+	// their compacted keys.
+	Rows          []*structpb.Struct `protobuf:"bytes,2,rep,name=rows,proto3" json:"rows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrefixLookupResponse) Reset() {
+	*x = PrefixLookupResponse{}
+	mi := &file_strom_v1_tablet_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrefixLookupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrefixLookupResponse) ProtoMessage() {}
+
+func (x *PrefixLookupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strom_v1_tablet_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrefixLookupResponse.ProtoReflect.Descriptor instead.
+func (*PrefixLookupResponse) Descriptor() ([]byte, []int) {
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *PrefixLookupResponse) GetBuckets() []*PrefixLookupBucketResult {
+	if x != nil {
+		return x.Buckets
+	}
+	return nil
+}
+
+func (x *PrefixLookupResponse) GetRows() []*structpb.Struct {
+	if x != nil {
+		return x.Rows
+	}
+	return nil
+}
+
+type ScanKvRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Database string                 `protobuf:"bytes,1,opt,name=database,proto3" json:"database,omitempty"`
+	Table    string                 `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
+	Bucket   int32                  `protobuf:"varint,3,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	// Empty to open a scanner on a new snapshot; the id from the last
+	// response to go on.
+	ScannerId []byte `protobuf:"bytes,4,opt,name=scanner_id,json=scannerId,proto3" json:"scanner_id,omitempty"`
+	// At most about this many bytes of rows per response (default 1 MiB).
+	BatchSizeBytes int32 `protobuf:"varint,5,opt,name=batch_size_bytes,json=batchSizeBytes,proto3" json:"batch_size_bytes,omitempty"`
+	// Close the scanner (no rows are returned).
+	Close bool `protobuf:"varint,6,opt,name=close,proto3" json:"close,omitempty"`
+	// Return rows as JSON objects. Implied when the request itself is JSON.
+	JsonRows      bool `protobuf:"varint,7,opt,name=json_rows,json=jsonRows,proto3" json:"json_rows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScanKvRequest) Reset() {
+	*x = ScanKvRequest{}
+	mi := &file_strom_v1_tablet_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScanKvRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScanKvRequest) ProtoMessage() {}
+
+func (x *ScanKvRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strom_v1_tablet_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScanKvRequest.ProtoReflect.Descriptor instead.
+func (*ScanKvRequest) Descriptor() ([]byte, []int) {
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ScanKvRequest) GetDatabase() string {
+	if x != nil {
+		return x.Database
+	}
+	return ""
+}
+
+func (x *ScanKvRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *ScanKvRequest) GetBucket() int32 {
+	if x != nil {
+		return x.Bucket
+	}
+	return 0
+}
+
+func (x *ScanKvRequest) GetScannerId() []byte {
+	if x != nil {
+		return x.ScannerId
+	}
+	return nil
+}
+
+func (x *ScanKvRequest) GetBatchSizeBytes() int32 {
+	if x != nil {
+		return x.BatchSizeBytes
+	}
+	return 0
+}
+
+func (x *ScanKvRequest) GetClose() bool {
+	if x != nil {
+		return x.Close
+	}
+	return false
+}
+
+func (x *ScanKvRequest) GetJsonRows() bool {
+	if x != nil {
+		return x.JsonRows
+	}
+	return false
+}
+
+type ScanKvResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ScannerId []byte                 `protobuf:"bytes,1,opt,name=scanner_id,json=scannerId,proto3" json:"scanner_id,omitempty"`
+	// More rows follow: call again with scanner_id.
+	HasMore bool `protobuf:"varint,2,opt,name=has_more,json=hasMore,proto3" json:"has_more,omitempty"`
+	// The rows as KV values (schema id + compacted row), in the byte order
+	// of their compacted keys.
+	Values [][]byte           `protobuf:"bytes,3,rep,name=values,proto3" json:"values,omitempty"`
+	Rows   []*structpb.Struct `protobuf:"bytes,4,rep,name=rows,proto3" json:"rows,omitempty"`
+	// The changelog offset of the snapshot: streaming the changelog from
+	// here continues the scan without a gap or an overlap.
+	LogOffset     int64 `protobuf:"varint,5,opt,name=log_offset,json=logOffset,proto3" json:"log_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScanKvResponse) Reset() {
+	*x = ScanKvResponse{}
+	mi := &file_strom_v1_tablet_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScanKvResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScanKvResponse) ProtoMessage() {}
+
+func (x *ScanKvResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strom_v1_tablet_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScanKvResponse.ProtoReflect.Descriptor instead.
+func (*ScanKvResponse) Descriptor() ([]byte, []int) {
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ScanKvResponse) GetScannerId() []byte {
+	if x != nil {
+		return x.ScannerId
+	}
+	return nil
+}
+
+func (x *ScanKvResponse) GetHasMore() bool {
+	if x != nil {
+		return x.HasMore
+	}
+	return false
+}
+
+func (x *ScanKvResponse) GetValues() [][]byte {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+func (x *ScanKvResponse) GetRows() []*structpb.Struct {
+	if x != nil {
+		return x.Rows
+	}
+	return nil
+}
+
+func (x *ScanKvResponse) GetLogOffset() int64 {
+	if x != nil {
+		return x.LogOffset
+	}
+	return 0
+}
+
 // ProduceBucket is the data for one bucket.
 type ProduceBucket struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -90,7 +993,7 @@ type ProduceBucket struct {
 
 func (x *ProduceBucket) Reset() {
 	*x = ProduceBucket{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[0]
+	mi := &file_strom_v1_tablet_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -102,7 +1005,7 @@ func (x *ProduceBucket) String() string {
 func (*ProduceBucket) ProtoMessage() {}
 
 func (x *ProduceBucket) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[0]
+	mi := &file_strom_v1_tablet_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -115,7 +1018,7 @@ func (x *ProduceBucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceBucket.ProtoReflect.Descriptor instead.
 func (*ProduceBucket) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{0}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ProduceBucket) GetBucket() int32 {
@@ -152,7 +1055,7 @@ type ProduceLogRequest struct {
 
 func (x *ProduceLogRequest) Reset() {
 	*x = ProduceLogRequest{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[1]
+	mi := &file_strom_v1_tablet_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -164,7 +1067,7 @@ func (x *ProduceLogRequest) String() string {
 func (*ProduceLogRequest) ProtoMessage() {}
 
 func (x *ProduceLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[1]
+	mi := &file_strom_v1_tablet_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -177,7 +1080,7 @@ func (x *ProduceLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceLogRequest.ProtoReflect.Descriptor instead.
 func (*ProduceLogRequest) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{1}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ProduceLogRequest) GetDatabase() string {
@@ -239,7 +1142,7 @@ type ProduceBucketResult struct {
 
 func (x *ProduceBucketResult) Reset() {
 	*x = ProduceBucketResult{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[2]
+	mi := &file_strom_v1_tablet_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -251,7 +1154,7 @@ func (x *ProduceBucketResult) String() string {
 func (*ProduceBucketResult) ProtoMessage() {}
 
 func (x *ProduceBucketResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[2]
+	mi := &file_strom_v1_tablet_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -264,7 +1167,7 @@ func (x *ProduceBucketResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceBucketResult.ProtoReflect.Descriptor instead.
 func (*ProduceBucketResult) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{2}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ProduceBucketResult) GetBucket() int32 {
@@ -304,7 +1207,7 @@ type ProduceLogResponse struct {
 
 func (x *ProduceLogResponse) Reset() {
 	*x = ProduceLogResponse{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[3]
+	mi := &file_strom_v1_tablet_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -316,7 +1219,7 @@ func (x *ProduceLogResponse) String() string {
 func (*ProduceLogResponse) ProtoMessage() {}
 
 func (x *ProduceLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[3]
+	mi := &file_strom_v1_tablet_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -329,7 +1232,7 @@ func (x *ProduceLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceLogResponse.ProtoReflect.Descriptor instead.
 func (*ProduceLogResponse) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{3}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ProduceLogResponse) GetBuckets() []*ProduceBucketResult {
@@ -353,7 +1256,7 @@ type FetchBucket struct {
 
 func (x *FetchBucket) Reset() {
 	*x = FetchBucket{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[4]
+	mi := &file_strom_v1_tablet_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -365,7 +1268,7 @@ func (x *FetchBucket) String() string {
 func (*FetchBucket) ProtoMessage() {}
 
 func (x *FetchBucket) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[4]
+	mi := &file_strom_v1_tablet_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -378,7 +1281,7 @@ func (x *FetchBucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchBucket.ProtoReflect.Descriptor instead.
 func (*FetchBucket) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{4}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *FetchBucket) GetBucket() int32 {
@@ -424,7 +1327,7 @@ type FetchLogRequest struct {
 
 func (x *FetchLogRequest) Reset() {
 	*x = FetchLogRequest{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[5]
+	mi := &file_strom_v1_tablet_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -436,7 +1339,7 @@ func (x *FetchLogRequest) String() string {
 func (*FetchLogRequest) ProtoMessage() {}
 
 func (x *FetchLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[5]
+	mi := &file_strom_v1_tablet_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -449,7 +1352,7 @@ func (x *FetchLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchLogRequest.ProtoReflect.Descriptor instead.
 func (*FetchLogRequest) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{5}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FetchLogRequest) GetDatabase() string {
@@ -530,7 +1433,7 @@ type FetchBucketResult struct {
 
 func (x *FetchBucketResult) Reset() {
 	*x = FetchBucketResult{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[6]
+	mi := &file_strom_v1_tablet_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -542,7 +1445,7 @@ func (x *FetchBucketResult) String() string {
 func (*FetchBucketResult) ProtoMessage() {}
 
 func (x *FetchBucketResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[6]
+	mi := &file_strom_v1_tablet_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -555,7 +1458,7 @@ func (x *FetchBucketResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchBucketResult.ProtoReflect.Descriptor instead.
 func (*FetchBucketResult) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{6}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *FetchBucketResult) GetBucket() int32 {
@@ -619,7 +1522,7 @@ type FetchLogResponse struct {
 
 func (x *FetchLogResponse) Reset() {
 	*x = FetchLogResponse{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[7]
+	mi := &file_strom_v1_tablet_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -631,7 +1534,7 @@ func (x *FetchLogResponse) String() string {
 func (*FetchLogResponse) ProtoMessage() {}
 
 func (x *FetchLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[7]
+	mi := &file_strom_v1_tablet_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -644,7 +1547,7 @@ func (x *FetchLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchLogResponse.ProtoReflect.Descriptor instead.
 func (*FetchLogResponse) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{7}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *FetchLogResponse) GetBuckets() []*FetchBucketResult {
@@ -682,7 +1585,7 @@ type ListOffsetsRequest struct {
 
 func (x *ListOffsetsRequest) Reset() {
 	*x = ListOffsetsRequest{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[8]
+	mi := &file_strom_v1_tablet_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -694,7 +1597,7 @@ func (x *ListOffsetsRequest) String() string {
 func (*ListOffsetsRequest) ProtoMessage() {}
 
 func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[8]
+	mi := &file_strom_v1_tablet_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -707,7 +1610,7 @@ func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ListOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{8}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListOffsetsRequest) GetDatabase() string {
@@ -756,7 +1659,7 @@ type BucketOffset struct {
 
 func (x *BucketOffset) Reset() {
 	*x = BucketOffset{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[9]
+	mi := &file_strom_v1_tablet_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -768,7 +1671,7 @@ func (x *BucketOffset) String() string {
 func (*BucketOffset) ProtoMessage() {}
 
 func (x *BucketOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[9]
+	mi := &file_strom_v1_tablet_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -781,7 +1684,7 @@ func (x *BucketOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BucketOffset.ProtoReflect.Descriptor instead.
 func (*BucketOffset) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{9}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *BucketOffset) GetBucket() int32 {
@@ -814,7 +1717,7 @@ type ListOffsetsResponse struct {
 
 func (x *ListOffsetsResponse) Reset() {
 	*x = ListOffsetsResponse{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[10]
+	mi := &file_strom_v1_tablet_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -826,7 +1729,7 @@ func (x *ListOffsetsResponse) String() string {
 func (*ListOffsetsResponse) ProtoMessage() {}
 
 func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[10]
+	mi := &file_strom_v1_tablet_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -839,7 +1742,7 @@ func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ListOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{10}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListOffsetsResponse) GetBuckets() []*BucketOffset {
@@ -863,7 +1766,7 @@ type LimitScanRequest struct {
 
 func (x *LimitScanRequest) Reset() {
 	*x = LimitScanRequest{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[11]
+	mi := &file_strom_v1_tablet_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -875,7 +1778,7 @@ func (x *LimitScanRequest) String() string {
 func (*LimitScanRequest) ProtoMessage() {}
 
 func (x *LimitScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[11]
+	mi := &file_strom_v1_tablet_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -888,7 +1791,7 @@ func (x *LimitScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitScanRequest.ProtoReflect.Descriptor instead.
 func (*LimitScanRequest) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{11}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *LimitScanRequest) GetDatabase() string {
@@ -927,17 +1830,20 @@ func (x *LimitScanRequest) GetJsonRows() bool {
 }
 
 type LimitScanResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SchemaId      int32                  `protobuf:"varint,1,opt,name=schema_id,json=schemaId,proto3" json:"schema_id,omitempty"`
-	Records       []byte                 `protobuf:"bytes,2,opt,name=records,proto3" json:"records,omitempty"`
-	Rows          []*structpb.Struct     `protobuf:"bytes,3,rep,name=rows,proto3" json:"rows,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	SchemaId int32                  `protobuf:"varint,1,opt,name=schema_id,json=schemaId,proto3" json:"schema_id,omitempty"`
+	// A log table's last rows, as log record batches.
+	Records []byte             `protobuf:"bytes,2,opt,name=records,proto3" json:"records,omitempty"`
+	Rows    []*structpb.Struct `protobuf:"bytes,3,rep,name=rows,proto3" json:"rows,omitempty"`
+	// A primary-key table's first rows in key order, as KV values.
+	Values        [][]byte `protobuf:"bytes,4,rep,name=values,proto3" json:"values,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LimitScanResponse) Reset() {
 	*x = LimitScanResponse{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[12]
+	mi := &file_strom_v1_tablet_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -949,7 +1855,7 @@ func (x *LimitScanResponse) String() string {
 func (*LimitScanResponse) ProtoMessage() {}
 
 func (x *LimitScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[12]
+	mi := &file_strom_v1_tablet_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -962,7 +1868,7 @@ func (x *LimitScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitScanResponse.ProtoReflect.Descriptor instead.
 func (*LimitScanResponse) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{12}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *LimitScanResponse) GetSchemaId() int32 {
@@ -986,6 +1892,13 @@ func (x *LimitScanResponse) GetRows() []*structpb.Struct {
 	return nil
 }
 
+func (x *LimitScanResponse) GetValues() [][]byte {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
 type InitWriterRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -994,7 +1907,7 @@ type InitWriterRequest struct {
 
 func (x *InitWriterRequest) Reset() {
 	*x = InitWriterRequest{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[13]
+	mi := &file_strom_v1_tablet_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1006,7 +1919,7 @@ func (x *InitWriterRequest) String() string {
 func (*InitWriterRequest) ProtoMessage() {}
 
 func (x *InitWriterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[13]
+	mi := &file_strom_v1_tablet_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1019,7 +1932,7 @@ func (x *InitWriterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitWriterRequest.ProtoReflect.Descriptor instead.
 func (*InitWriterRequest) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{13}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{27}
 }
 
 type InitWriterResponse struct {
@@ -1031,7 +1944,7 @@ type InitWriterResponse struct {
 
 func (x *InitWriterResponse) Reset() {
 	*x = InitWriterResponse{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[14]
+	mi := &file_strom_v1_tablet_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1043,7 +1956,7 @@ func (x *InitWriterResponse) String() string {
 func (*InitWriterResponse) ProtoMessage() {}
 
 func (x *InitWriterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[14]
+	mi := &file_strom_v1_tablet_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1056,7 +1969,7 @@ func (x *InitWriterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitWriterResponse.ProtoReflect.Descriptor instead.
 func (*InitWriterResponse) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{14}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *InitWriterResponse) GetWriterId() int64 {
@@ -1070,7 +1983,72 @@ var File_strom_v1_tablet_proto protoreflect.FileDescriptor
 
 const file_strom_v1_tablet_proto_rawDesc = "" +
 	"\n" +
-	"\x15strom/v1/tablet.proto\x12\bstrom.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x15strom/v1/errors.proto\"A\n" +
+	"\x15strom/v1/tablet.proto\x12\bstrom.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x15strom/v1/errors.proto\"?\n" +
+	"\vPutKvBucket\x12\x16\n" +
+	"\x06bucket\x18\x01 \x01(\x05R\x06bucket\x12\x18\n" +
+	"\arecords\x18\x02 \x01(\fR\arecords\"\xb9\x02\n" +
+	"\fPutKvRequest\x12\x1a\n" +
+	"\bdatabase\x18\x01 \x01(\tR\bdatabase\x12\x14\n" +
+	"\x05table\x18\x02 \x01(\tR\x05table\x12\x17\n" +
+	"\x04acks\x18\x03 \x01(\x05H\x00R\x04acks\x88\x01\x01\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x04 \x01(\x05R\ttimeoutMs\x12/\n" +
+	"\abuckets\x18\x05 \x03(\v2\x15.strom.v1.PutKvBucketR\abuckets\x12%\n" +
+	"\x0etarget_columns\x18\x06 \x03(\tR\rtargetColumns\x12+\n" +
+	"\x04rows\x18\a \x03(\v2\x17.google.protobuf.StructR\x04rows\x121\n" +
+	"\adeletes\x18\b \x03(\v2\x17.google.protobuf.StructR\adeletesB\a\n" +
+	"\x05_acks\"H\n" +
+	"\rPutKvResponse\x127\n" +
+	"\abuckets\x18\x01 \x03(\v2\x1d.strom.v1.ProduceBucketResultR\abuckets\":\n" +
+	"\fLookupBucket\x12\x16\n" +
+	"\x06bucket\x18\x01 \x01(\x05R\x06bucket\x12\x12\n" +
+	"\x04keys\x18\x02 \x03(\fR\x04keys\"9\n" +
+	"\vLookupValue\x12\x14\n" +
+	"\x05value\x18\x01 \x01(\fR\x05value\x12\x14\n" +
+	"\x05found\x18\x02 \x01(\bR\x05found\"\xa0\x01\n" +
+	"\rLookupRequest\x12\x1a\n" +
+	"\bdatabase\x18\x01 \x01(\tR\bdatabase\x12\x14\n" +
+	"\x05table\x18\x02 \x01(\tR\x05table\x120\n" +
+	"\abuckets\x18\x03 \x03(\v2\x16.strom.v1.LookupBucketR\abuckets\x12+\n" +
+	"\x04keys\x18\x04 \x03(\v2\x17.google.protobuf.StructR\x04keys\"\x88\x01\n" +
+	"\x12LookupBucketResult\x12\x16\n" +
+	"\x06bucket\x18\x01 \x01(\x05R\x06bucket\x12-\n" +
+	"\x06values\x18\x02 \x03(\v2\x15.strom.v1.LookupValueR\x06values\x12+\n" +
+	"\x05error\x18\x03 \x01(\v2\x15.strom.v1.ErrorDetailR\x05error\"u\n" +
+	"\x0eLookupResponse\x126\n" +
+	"\abuckets\x18\x01 \x03(\v2\x1c.strom.v1.LookupBucketResultR\abuckets\x12+\n" +
+	"\x04rows\x18\x02 \x03(\v2\x17.google.protobuf.StructR\x04rows\"\xae\x01\n" +
+	"\x13PrefixLookupRequest\x12\x1a\n" +
+	"\bdatabase\x18\x01 \x01(\tR\bdatabase\x12\x14\n" +
+	"\x05table\x18\x02 \x01(\tR\x05table\x120\n" +
+	"\abuckets\x18\x03 \x03(\v2\x16.strom.v1.LookupBucketR\abuckets\x123\n" +
+	"\bprefixes\x18\x04 \x03(\v2\x17.google.protobuf.StructR\bprefixes\"&\n" +
+	"\fPrefixValues\x12\x16\n" +
+	"\x06values\x18\x01 \x03(\fR\x06values\"\x8f\x01\n" +
+	"\x18PrefixLookupBucketResult\x12\x16\n" +
+	"\x06bucket\x18\x01 \x01(\x05R\x06bucket\x12.\n" +
+	"\x06values\x18\x02 \x03(\v2\x16.strom.v1.PrefixValuesR\x06values\x12+\n" +
+	"\x05error\x18\x03 \x01(\v2\x15.strom.v1.ErrorDetailR\x05error\"\x81\x01\n" +
+	"\x14PrefixLookupResponse\x12<\n" +
+	"\abuckets\x18\x01 \x03(\v2\".strom.v1.PrefixLookupBucketResultR\abuckets\x12+\n" +
+	"\x04rows\x18\x02 \x03(\v2\x17.google.protobuf.StructR\x04rows\"\xd5\x01\n" +
+	"\rScanKvRequest\x12\x1a\n" +
+	"\bdatabase\x18\x01 \x01(\tR\bdatabase\x12\x14\n" +
+	"\x05table\x18\x02 \x01(\tR\x05table\x12\x16\n" +
+	"\x06bucket\x18\x03 \x01(\x05R\x06bucket\x12\x1d\n" +
+	"\n" +
+	"scanner_id\x18\x04 \x01(\fR\tscannerId\x12(\n" +
+	"\x10batch_size_bytes\x18\x05 \x01(\x05R\x0ebatchSizeBytes\x12\x14\n" +
+	"\x05close\x18\x06 \x01(\bR\x05close\x12\x1b\n" +
+	"\tjson_rows\x18\a \x01(\bR\bjsonRows\"\xae\x01\n" +
+	"\x0eScanKvResponse\x12\x1d\n" +
+	"\n" +
+	"scanner_id\x18\x01 \x01(\fR\tscannerId\x12\x19\n" +
+	"\bhas_more\x18\x02 \x01(\bR\ahasMore\x12\x16\n" +
+	"\x06values\x18\x03 \x03(\fR\x06values\x12+\n" +
+	"\x04rows\x18\x04 \x03(\v2\x17.google.protobuf.StructR\x04rows\x12\x1d\n" +
+	"\n" +
+	"log_offset\x18\x05 \x01(\x03R\tlogOffset\"A\n" +
 	"\rProduceBucket\x12\x16\n" +
 	"\x06bucket\x18\x01 \x01(\x05R\x06bucket\x12\x18\n" +
 	"\arecords\x18\x02 \x01(\fR\arecords\"\xe6\x01\n" +
@@ -1135,11 +2113,12 @@ const file_strom_v1_tablet_proto_rawDesc = "" +
 	"\x05table\x18\x02 \x01(\tR\x05table\x12\x16\n" +
 	"\x06bucket\x18\x03 \x01(\x05R\x06bucket\x12\x14\n" +
 	"\x05limit\x18\x04 \x01(\x05R\x05limit\x12\x1b\n" +
-	"\tjson_rows\x18\x05 \x01(\bR\bjsonRows\"w\n" +
+	"\tjson_rows\x18\x05 \x01(\bR\bjsonRows\"\x8f\x01\n" +
 	"\x11LimitScanResponse\x12\x1b\n" +
 	"\tschema_id\x18\x01 \x01(\x05R\bschemaId\x12\x18\n" +
 	"\arecords\x18\x02 \x01(\fR\arecords\x12+\n" +
-	"\x04rows\x18\x03 \x03(\v2\x17.google.protobuf.StructR\x04rows\"\x13\n" +
+	"\x04rows\x18\x03 \x03(\v2\x17.google.protobuf.StructR\x04rows\x12\x16\n" +
+	"\x06values\x18\x04 \x03(\fR\x06values\"\x13\n" +
 	"\x11InitWriterRequest\"1\n" +
 	"\x12InitWriterResponse\x12\x1b\n" +
 	"\twriter_id\x18\x01 \x01(\x03R\bwriterId*v\n" +
@@ -1148,7 +2127,7 @@ const file_strom_v1_tablet_proto_rawDesc = "" +
 	"\x17OFFSET_SPEC_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14OFFSET_SPEC_EARLIEST\x10\x01\x12\x16\n" +
 	"\x12OFFSET_SPEC_LATEST\x10\x02\x12\x19\n" +
-	"\x15OFFSET_SPEC_TIMESTAMP\x10\x032\xf6\x02\n" +
+	"\x15OFFSET_SPEC_TIMESTAMP\x10\x032\xf9\x04\n" +
 	"\rTabletService\x12G\n" +
 	"\n" +
 	"ProduceLog\x12\x1b.strom.v1.ProduceLogRequest\x1a\x1c.strom.v1.ProduceLogResponse\x12A\n" +
@@ -1156,7 +2135,11 @@ const file_strom_v1_tablet_proto_rawDesc = "" +
 	"\vListOffsets\x12\x1c.strom.v1.ListOffsetsRequest\x1a\x1d.strom.v1.ListOffsetsResponse\x12D\n" +
 	"\tLimitScan\x12\x1a.strom.v1.LimitScanRequest\x1a\x1b.strom.v1.LimitScanResponse\x12G\n" +
 	"\n" +
-	"InitWriter\x12\x1b.strom.v1.InitWriterRequest\x1a\x1c.strom.v1.InitWriterResponseB Z\x1estrom/rpc/gen/strom/v1;stromv1b\x06proto3"
+	"InitWriter\x12\x1b.strom.v1.InitWriterRequest\x1a\x1c.strom.v1.InitWriterResponse\x128\n" +
+	"\x05PutKv\x12\x16.strom.v1.PutKvRequest\x1a\x17.strom.v1.PutKvResponse\x12;\n" +
+	"\x06Lookup\x12\x17.strom.v1.LookupRequest\x1a\x18.strom.v1.LookupResponse\x12M\n" +
+	"\fPrefixLookup\x12\x1d.strom.v1.PrefixLookupRequest\x1a\x1e.strom.v1.PrefixLookupResponse\x12;\n" +
+	"\x06ScanKv\x12\x17.strom.v1.ScanKvRequest\x1a\x18.strom.v1.ScanKvResponseB Z\x1estrom/rpc/gen/strom/v1;stromv1b\x06proto3"
 
 var (
 	file_strom_v1_tablet_proto_rawDescOnce sync.Once
@@ -1171,55 +2154,94 @@ func file_strom_v1_tablet_proto_rawDescGZIP() []byte {
 }
 
 var file_strom_v1_tablet_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_strom_v1_tablet_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_strom_v1_tablet_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_strom_v1_tablet_proto_goTypes = []any{
-	(OffsetSpec)(0),             // 0: strom.v1.OffsetSpec
-	(*ProduceBucket)(nil),       // 1: strom.v1.ProduceBucket
-	(*ProduceLogRequest)(nil),   // 2: strom.v1.ProduceLogRequest
-	(*ProduceBucketResult)(nil), // 3: strom.v1.ProduceBucketResult
-	(*ProduceLogResponse)(nil),  // 4: strom.v1.ProduceLogResponse
-	(*FetchBucket)(nil),         // 5: strom.v1.FetchBucket
-	(*FetchLogRequest)(nil),     // 6: strom.v1.FetchLogRequest
-	(*FetchBucketResult)(nil),   // 7: strom.v1.FetchBucketResult
-	(*FetchLogResponse)(nil),    // 8: strom.v1.FetchLogResponse
-	(*ListOffsetsRequest)(nil),  // 9: strom.v1.ListOffsetsRequest
-	(*BucketOffset)(nil),        // 10: strom.v1.BucketOffset
-	(*ListOffsetsResponse)(nil), // 11: strom.v1.ListOffsetsResponse
-	(*LimitScanRequest)(nil),    // 12: strom.v1.LimitScanRequest
-	(*LimitScanResponse)(nil),   // 13: strom.v1.LimitScanResponse
-	(*InitWriterRequest)(nil),   // 14: strom.v1.InitWriterRequest
-	(*InitWriterResponse)(nil),  // 15: strom.v1.InitWriterResponse
-	(*structpb.Struct)(nil),     // 16: google.protobuf.Struct
-	(*ErrorDetail)(nil),         // 17: strom.v1.ErrorDetail
+	(OffsetSpec)(0),                  // 0: strom.v1.OffsetSpec
+	(*PutKvBucket)(nil),              // 1: strom.v1.PutKvBucket
+	(*PutKvRequest)(nil),             // 2: strom.v1.PutKvRequest
+	(*PutKvResponse)(nil),            // 3: strom.v1.PutKvResponse
+	(*LookupBucket)(nil),             // 4: strom.v1.LookupBucket
+	(*LookupValue)(nil),              // 5: strom.v1.LookupValue
+	(*LookupRequest)(nil),            // 6: strom.v1.LookupRequest
+	(*LookupBucketResult)(nil),       // 7: strom.v1.LookupBucketResult
+	(*LookupResponse)(nil),           // 8: strom.v1.LookupResponse
+	(*PrefixLookupRequest)(nil),      // 9: strom.v1.PrefixLookupRequest
+	(*PrefixValues)(nil),             // 10: strom.v1.PrefixValues
+	(*PrefixLookupBucketResult)(nil), // 11: strom.v1.PrefixLookupBucketResult
+	(*PrefixLookupResponse)(nil),     // 12: strom.v1.PrefixLookupResponse
+	(*ScanKvRequest)(nil),            // 13: strom.v1.ScanKvRequest
+	(*ScanKvResponse)(nil),           // 14: strom.v1.ScanKvResponse
+	(*ProduceBucket)(nil),            // 15: strom.v1.ProduceBucket
+	(*ProduceLogRequest)(nil),        // 16: strom.v1.ProduceLogRequest
+	(*ProduceBucketResult)(nil),      // 17: strom.v1.ProduceBucketResult
+	(*ProduceLogResponse)(nil),       // 18: strom.v1.ProduceLogResponse
+	(*FetchBucket)(nil),              // 19: strom.v1.FetchBucket
+	(*FetchLogRequest)(nil),          // 20: strom.v1.FetchLogRequest
+	(*FetchBucketResult)(nil),        // 21: strom.v1.FetchBucketResult
+	(*FetchLogResponse)(nil),         // 22: strom.v1.FetchLogResponse
+	(*ListOffsetsRequest)(nil),       // 23: strom.v1.ListOffsetsRequest
+	(*BucketOffset)(nil),             // 24: strom.v1.BucketOffset
+	(*ListOffsetsResponse)(nil),      // 25: strom.v1.ListOffsetsResponse
+	(*LimitScanRequest)(nil),         // 26: strom.v1.LimitScanRequest
+	(*LimitScanResponse)(nil),        // 27: strom.v1.LimitScanResponse
+	(*InitWriterRequest)(nil),        // 28: strom.v1.InitWriterRequest
+	(*InitWriterResponse)(nil),       // 29: strom.v1.InitWriterResponse
+	(*structpb.Struct)(nil),          // 30: google.protobuf.Struct
+	(*ErrorDetail)(nil),              // 31: strom.v1.ErrorDetail
 }
 var file_strom_v1_tablet_proto_depIdxs = []int32{
-	1,  // 0: strom.v1.ProduceLogRequest.buckets:type_name -> strom.v1.ProduceBucket
-	16, // 1: strom.v1.ProduceLogRequest.rows:type_name -> google.protobuf.Struct
-	17, // 2: strom.v1.ProduceBucketResult.error:type_name -> strom.v1.ErrorDetail
-	3,  // 3: strom.v1.ProduceLogResponse.buckets:type_name -> strom.v1.ProduceBucketResult
-	5,  // 4: strom.v1.FetchLogRequest.buckets:type_name -> strom.v1.FetchBucket
-	16, // 5: strom.v1.FetchBucketResult.rows:type_name -> google.protobuf.Struct
-	17, // 6: strom.v1.FetchBucketResult.error:type_name -> strom.v1.ErrorDetail
-	7,  // 7: strom.v1.FetchLogResponse.buckets:type_name -> strom.v1.FetchBucketResult
-	0,  // 8: strom.v1.ListOffsetsRequest.spec:type_name -> strom.v1.OffsetSpec
-	17, // 9: strom.v1.BucketOffset.error:type_name -> strom.v1.ErrorDetail
-	10, // 10: strom.v1.ListOffsetsResponse.buckets:type_name -> strom.v1.BucketOffset
-	16, // 11: strom.v1.LimitScanResponse.rows:type_name -> google.protobuf.Struct
-	2,  // 12: strom.v1.TabletService.ProduceLog:input_type -> strom.v1.ProduceLogRequest
-	6,  // 13: strom.v1.TabletService.FetchLog:input_type -> strom.v1.FetchLogRequest
-	9,  // 14: strom.v1.TabletService.ListOffsets:input_type -> strom.v1.ListOffsetsRequest
-	12, // 15: strom.v1.TabletService.LimitScan:input_type -> strom.v1.LimitScanRequest
-	14, // 16: strom.v1.TabletService.InitWriter:input_type -> strom.v1.InitWriterRequest
-	4,  // 17: strom.v1.TabletService.ProduceLog:output_type -> strom.v1.ProduceLogResponse
-	8,  // 18: strom.v1.TabletService.FetchLog:output_type -> strom.v1.FetchLogResponse
-	11, // 19: strom.v1.TabletService.ListOffsets:output_type -> strom.v1.ListOffsetsResponse
-	13, // 20: strom.v1.TabletService.LimitScan:output_type -> strom.v1.LimitScanResponse
-	15, // 21: strom.v1.TabletService.InitWriter:output_type -> strom.v1.InitWriterResponse
-	17, // [17:22] is the sub-list for method output_type
-	12, // [12:17] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	1,  // 0: strom.v1.PutKvRequest.buckets:type_name -> strom.v1.PutKvBucket
+	30, // 1: strom.v1.PutKvRequest.rows:type_name -> google.protobuf.Struct
+	30, // 2: strom.v1.PutKvRequest.deletes:type_name -> google.protobuf.Struct
+	17, // 3: strom.v1.PutKvResponse.buckets:type_name -> strom.v1.ProduceBucketResult
+	4,  // 4: strom.v1.LookupRequest.buckets:type_name -> strom.v1.LookupBucket
+	30, // 5: strom.v1.LookupRequest.keys:type_name -> google.protobuf.Struct
+	5,  // 6: strom.v1.LookupBucketResult.values:type_name -> strom.v1.LookupValue
+	31, // 7: strom.v1.LookupBucketResult.error:type_name -> strom.v1.ErrorDetail
+	7,  // 8: strom.v1.LookupResponse.buckets:type_name -> strom.v1.LookupBucketResult
+	30, // 9: strom.v1.LookupResponse.rows:type_name -> google.protobuf.Struct
+	4,  // 10: strom.v1.PrefixLookupRequest.buckets:type_name -> strom.v1.LookupBucket
+	30, // 11: strom.v1.PrefixLookupRequest.prefixes:type_name -> google.protobuf.Struct
+	10, // 12: strom.v1.PrefixLookupBucketResult.values:type_name -> strom.v1.PrefixValues
+	31, // 13: strom.v1.PrefixLookupBucketResult.error:type_name -> strom.v1.ErrorDetail
+	11, // 14: strom.v1.PrefixLookupResponse.buckets:type_name -> strom.v1.PrefixLookupBucketResult
+	30, // 15: strom.v1.PrefixLookupResponse.rows:type_name -> google.protobuf.Struct
+	30, // 16: strom.v1.ScanKvResponse.rows:type_name -> google.protobuf.Struct
+	15, // 17: strom.v1.ProduceLogRequest.buckets:type_name -> strom.v1.ProduceBucket
+	30, // 18: strom.v1.ProduceLogRequest.rows:type_name -> google.protobuf.Struct
+	31, // 19: strom.v1.ProduceBucketResult.error:type_name -> strom.v1.ErrorDetail
+	17, // 20: strom.v1.ProduceLogResponse.buckets:type_name -> strom.v1.ProduceBucketResult
+	19, // 21: strom.v1.FetchLogRequest.buckets:type_name -> strom.v1.FetchBucket
+	30, // 22: strom.v1.FetchBucketResult.rows:type_name -> google.protobuf.Struct
+	31, // 23: strom.v1.FetchBucketResult.error:type_name -> strom.v1.ErrorDetail
+	21, // 24: strom.v1.FetchLogResponse.buckets:type_name -> strom.v1.FetchBucketResult
+	0,  // 25: strom.v1.ListOffsetsRequest.spec:type_name -> strom.v1.OffsetSpec
+	31, // 26: strom.v1.BucketOffset.error:type_name -> strom.v1.ErrorDetail
+	24, // 27: strom.v1.ListOffsetsResponse.buckets:type_name -> strom.v1.BucketOffset
+	30, // 28: strom.v1.LimitScanResponse.rows:type_name -> google.protobuf.Struct
+	16, // 29: strom.v1.TabletService.ProduceLog:input_type -> strom.v1.ProduceLogRequest
+	20, // 30: strom.v1.TabletService.FetchLog:input_type -> strom.v1.FetchLogRequest
+	23, // 31: strom.v1.TabletService.ListOffsets:input_type -> strom.v1.ListOffsetsRequest
+	26, // 32: strom.v1.TabletService.LimitScan:input_type -> strom.v1.LimitScanRequest
+	28, // 33: strom.v1.TabletService.InitWriter:input_type -> strom.v1.InitWriterRequest
+	2,  // 34: strom.v1.TabletService.PutKv:input_type -> strom.v1.PutKvRequest
+	6,  // 35: strom.v1.TabletService.Lookup:input_type -> strom.v1.LookupRequest
+	9,  // 36: strom.v1.TabletService.PrefixLookup:input_type -> strom.v1.PrefixLookupRequest
+	13, // 37: strom.v1.TabletService.ScanKv:input_type -> strom.v1.ScanKvRequest
+	18, // 38: strom.v1.TabletService.ProduceLog:output_type -> strom.v1.ProduceLogResponse
+	22, // 39: strom.v1.TabletService.FetchLog:output_type -> strom.v1.FetchLogResponse
+	25, // 40: strom.v1.TabletService.ListOffsets:output_type -> strom.v1.ListOffsetsResponse
+	27, // 41: strom.v1.TabletService.LimitScan:output_type -> strom.v1.LimitScanResponse
+	29, // 42: strom.v1.TabletService.InitWriter:output_type -> strom.v1.InitWriterResponse
+	3,  // 43: strom.v1.TabletService.PutKv:output_type -> strom.v1.PutKvResponse
+	8,  // 44: strom.v1.TabletService.Lookup:output_type -> strom.v1.LookupResponse
+	12, // 45: strom.v1.TabletService.PrefixLookup:output_type -> strom.v1.PrefixLookupResponse
+	14, // 46: strom.v1.TabletService.ScanKv:output_type -> strom.v1.ScanKvResponse
+	38, // [38:47] is the sub-list for method output_type
+	29, // [29:38] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_strom_v1_tablet_proto_init() }
@@ -1229,13 +2251,14 @@ func file_strom_v1_tablet_proto_init() {
 	}
 	file_strom_v1_errors_proto_init()
 	file_strom_v1_tablet_proto_msgTypes[1].OneofWrappers = []any{}
+	file_strom_v1_tablet_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strom_v1_tablet_proto_rawDesc), len(file_strom_v1_tablet_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   15,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

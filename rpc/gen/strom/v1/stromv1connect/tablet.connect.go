@@ -46,6 +46,15 @@ const (
 	// TabletServiceInitWriterProcedure is the fully-qualified name of the TabletService's InitWriter
 	// RPC.
 	TabletServiceInitWriterProcedure = "/strom.v1.TabletService/InitWriter"
+	// TabletServicePutKvProcedure is the fully-qualified name of the TabletService's PutKv RPC.
+	TabletServicePutKvProcedure = "/strom.v1.TabletService/PutKv"
+	// TabletServiceLookupProcedure is the fully-qualified name of the TabletService's Lookup RPC.
+	TabletServiceLookupProcedure = "/strom.v1.TabletService/Lookup"
+	// TabletServicePrefixLookupProcedure is the fully-qualified name of the TabletService's
+	// PrefixLookup RPC.
+	TabletServicePrefixLookupProcedure = "/strom.v1.TabletService/PrefixLookup"
+	// TabletServiceScanKvProcedure is the fully-qualified name of the TabletService's ScanKv RPC.
+	TabletServiceScanKvProcedure = "/strom.v1.TabletService/ScanKv"
 )
 
 // TabletServiceClient is a client for the strom.v1.TabletService service.
@@ -58,10 +67,22 @@ type TabletServiceClient interface {
 	FetchLog(context.Context, *connect.Request[v1.FetchLogRequest]) (*connect.Response[v1.FetchLogResponse], error)
 	// ListOffsets returns the earliest, latest or by-timestamp offset of buckets.
 	ListOffsets(context.Context, *connect.Request[v1.ListOffsetsRequest]) (*connect.Response[v1.ListOffsetsResponse], error)
-	// LimitScan returns the last rows of a log table's bucket.
+	// LimitScan returns the last rows of a log table's bucket, or the first
+	// rows (in key order) of a primary-key table's bucket.
 	LimitScan(context.Context, *connect.Request[v1.LimitScanRequest]) (*connect.Response[v1.LimitScanResponse], error)
 	// InitWriter allocates a writer id for idempotent writes.
 	InitWriter(context.Context, *connect.Request[v1.InitWriterRequest]) (*connect.Response[v1.InitWriterResponse], error)
+	// PutKv upserts and deletes rows of a primary-key table. Batches go to
+	// the bucket the client chose; rows given as JSON are bucketed by the
+	// server. Every change is also appended to the table's changelog.
+	PutKv(context.Context, *connect.Request[v1.PutKvRequest]) (*connect.Response[v1.PutKvResponse], error)
+	// Lookup returns the current rows of primary keys.
+	Lookup(context.Context, *connect.Request[v1.LookupRequest]) (*connect.Response[v1.LookupResponse], error)
+	// PrefixLookup returns the current rows whose key starts with given
+	// values of the bucket-key columns.
+	PrefixLookup(context.Context, *connect.Request[v1.PrefixLookupRequest]) (*connect.Response[v1.PrefixLookupResponse], error)
+	// ScanKv reads a consistent snapshot of a primary-key bucket, page by page.
+	ScanKv(context.Context, *connect.Request[v1.ScanKvRequest]) (*connect.Response[v1.ScanKvResponse], error)
 }
 
 // NewTabletServiceClient constructs a client for the strom.v1.TabletService service. By default, it
@@ -105,16 +126,44 @@ func NewTabletServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(tabletServiceMethods.ByName("InitWriter")),
 			connect.WithClientOptions(opts...),
 		),
+		putKv: connect.NewClient[v1.PutKvRequest, v1.PutKvResponse](
+			httpClient,
+			baseURL+TabletServicePutKvProcedure,
+			connect.WithSchema(tabletServiceMethods.ByName("PutKv")),
+			connect.WithClientOptions(opts...),
+		),
+		lookup: connect.NewClient[v1.LookupRequest, v1.LookupResponse](
+			httpClient,
+			baseURL+TabletServiceLookupProcedure,
+			connect.WithSchema(tabletServiceMethods.ByName("Lookup")),
+			connect.WithClientOptions(opts...),
+		),
+		prefixLookup: connect.NewClient[v1.PrefixLookupRequest, v1.PrefixLookupResponse](
+			httpClient,
+			baseURL+TabletServicePrefixLookupProcedure,
+			connect.WithSchema(tabletServiceMethods.ByName("PrefixLookup")),
+			connect.WithClientOptions(opts...),
+		),
+		scanKv: connect.NewClient[v1.ScanKvRequest, v1.ScanKvResponse](
+			httpClient,
+			baseURL+TabletServiceScanKvProcedure,
+			connect.WithSchema(tabletServiceMethods.ByName("ScanKv")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // tabletServiceClient implements TabletServiceClient.
 type tabletServiceClient struct {
-	produceLog  *connect.Client[v1.ProduceLogRequest, v1.ProduceLogResponse]
-	fetchLog    *connect.Client[v1.FetchLogRequest, v1.FetchLogResponse]
-	listOffsets *connect.Client[v1.ListOffsetsRequest, v1.ListOffsetsResponse]
-	limitScan   *connect.Client[v1.LimitScanRequest, v1.LimitScanResponse]
-	initWriter  *connect.Client[v1.InitWriterRequest, v1.InitWriterResponse]
+	produceLog   *connect.Client[v1.ProduceLogRequest, v1.ProduceLogResponse]
+	fetchLog     *connect.Client[v1.FetchLogRequest, v1.FetchLogResponse]
+	listOffsets  *connect.Client[v1.ListOffsetsRequest, v1.ListOffsetsResponse]
+	limitScan    *connect.Client[v1.LimitScanRequest, v1.LimitScanResponse]
+	initWriter   *connect.Client[v1.InitWriterRequest, v1.InitWriterResponse]
+	putKv        *connect.Client[v1.PutKvRequest, v1.PutKvResponse]
+	lookup       *connect.Client[v1.LookupRequest, v1.LookupResponse]
+	prefixLookup *connect.Client[v1.PrefixLookupRequest, v1.PrefixLookupResponse]
+	scanKv       *connect.Client[v1.ScanKvRequest, v1.ScanKvResponse]
 }
 
 // ProduceLog calls strom.v1.TabletService.ProduceLog.
@@ -142,6 +191,26 @@ func (c *tabletServiceClient) InitWriter(ctx context.Context, req *connect.Reque
 	return c.initWriter.CallUnary(ctx, req)
 }
 
+// PutKv calls strom.v1.TabletService.PutKv.
+func (c *tabletServiceClient) PutKv(ctx context.Context, req *connect.Request[v1.PutKvRequest]) (*connect.Response[v1.PutKvResponse], error) {
+	return c.putKv.CallUnary(ctx, req)
+}
+
+// Lookup calls strom.v1.TabletService.Lookup.
+func (c *tabletServiceClient) Lookup(ctx context.Context, req *connect.Request[v1.LookupRequest]) (*connect.Response[v1.LookupResponse], error) {
+	return c.lookup.CallUnary(ctx, req)
+}
+
+// PrefixLookup calls strom.v1.TabletService.PrefixLookup.
+func (c *tabletServiceClient) PrefixLookup(ctx context.Context, req *connect.Request[v1.PrefixLookupRequest]) (*connect.Response[v1.PrefixLookupResponse], error) {
+	return c.prefixLookup.CallUnary(ctx, req)
+}
+
+// ScanKv calls strom.v1.TabletService.ScanKv.
+func (c *tabletServiceClient) ScanKv(ctx context.Context, req *connect.Request[v1.ScanKvRequest]) (*connect.Response[v1.ScanKvResponse], error) {
+	return c.scanKv.CallUnary(ctx, req)
+}
+
 // TabletServiceHandler is an implementation of the strom.v1.TabletService service.
 type TabletServiceHandler interface {
 	// ProduceLog appends rows to a log table. Batches go to the bucket the
@@ -152,10 +221,22 @@ type TabletServiceHandler interface {
 	FetchLog(context.Context, *connect.Request[v1.FetchLogRequest]) (*connect.Response[v1.FetchLogResponse], error)
 	// ListOffsets returns the earliest, latest or by-timestamp offset of buckets.
 	ListOffsets(context.Context, *connect.Request[v1.ListOffsetsRequest]) (*connect.Response[v1.ListOffsetsResponse], error)
-	// LimitScan returns the last rows of a log table's bucket.
+	// LimitScan returns the last rows of a log table's bucket, or the first
+	// rows (in key order) of a primary-key table's bucket.
 	LimitScan(context.Context, *connect.Request[v1.LimitScanRequest]) (*connect.Response[v1.LimitScanResponse], error)
 	// InitWriter allocates a writer id for idempotent writes.
 	InitWriter(context.Context, *connect.Request[v1.InitWriterRequest]) (*connect.Response[v1.InitWriterResponse], error)
+	// PutKv upserts and deletes rows of a primary-key table. Batches go to
+	// the bucket the client chose; rows given as JSON are bucketed by the
+	// server. Every change is also appended to the table's changelog.
+	PutKv(context.Context, *connect.Request[v1.PutKvRequest]) (*connect.Response[v1.PutKvResponse], error)
+	// Lookup returns the current rows of primary keys.
+	Lookup(context.Context, *connect.Request[v1.LookupRequest]) (*connect.Response[v1.LookupResponse], error)
+	// PrefixLookup returns the current rows whose key starts with given
+	// values of the bucket-key columns.
+	PrefixLookup(context.Context, *connect.Request[v1.PrefixLookupRequest]) (*connect.Response[v1.PrefixLookupResponse], error)
+	// ScanKv reads a consistent snapshot of a primary-key bucket, page by page.
+	ScanKv(context.Context, *connect.Request[v1.ScanKvRequest]) (*connect.Response[v1.ScanKvResponse], error)
 }
 
 // NewTabletServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -195,6 +276,30 @@ func NewTabletServiceHandler(svc TabletServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(tabletServiceMethods.ByName("InitWriter")),
 		connect.WithHandlerOptions(opts...),
 	)
+	tabletServicePutKvHandler := connect.NewUnaryHandler(
+		TabletServicePutKvProcedure,
+		svc.PutKv,
+		connect.WithSchema(tabletServiceMethods.ByName("PutKv")),
+		connect.WithHandlerOptions(opts...),
+	)
+	tabletServiceLookupHandler := connect.NewUnaryHandler(
+		TabletServiceLookupProcedure,
+		svc.Lookup,
+		connect.WithSchema(tabletServiceMethods.ByName("Lookup")),
+		connect.WithHandlerOptions(opts...),
+	)
+	tabletServicePrefixLookupHandler := connect.NewUnaryHandler(
+		TabletServicePrefixLookupProcedure,
+		svc.PrefixLookup,
+		connect.WithSchema(tabletServiceMethods.ByName("PrefixLookup")),
+		connect.WithHandlerOptions(opts...),
+	)
+	tabletServiceScanKvHandler := connect.NewUnaryHandler(
+		TabletServiceScanKvProcedure,
+		svc.ScanKv,
+		connect.WithSchema(tabletServiceMethods.ByName("ScanKv")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/strom.v1.TabletService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case TabletServiceProduceLogProcedure:
@@ -207,6 +312,14 @@ func NewTabletServiceHandler(svc TabletServiceHandler, opts ...connect.HandlerOp
 			tabletServiceLimitScanHandler.ServeHTTP(w, r)
 		case TabletServiceInitWriterProcedure:
 			tabletServiceInitWriterHandler.ServeHTTP(w, r)
+		case TabletServicePutKvProcedure:
+			tabletServicePutKvHandler.ServeHTTP(w, r)
+		case TabletServiceLookupProcedure:
+			tabletServiceLookupHandler.ServeHTTP(w, r)
+		case TabletServicePrefixLookupProcedure:
+			tabletServicePrefixLookupHandler.ServeHTTP(w, r)
+		case TabletServiceScanKvProcedure:
+			tabletServiceScanKvHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -234,4 +347,20 @@ func (UnimplementedTabletServiceHandler) LimitScan(context.Context, *connect.Req
 
 func (UnimplementedTabletServiceHandler) InitWriter(context.Context, *connect.Request[v1.InitWriterRequest]) (*connect.Response[v1.InitWriterResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strom.v1.TabletService.InitWriter is not implemented"))
+}
+
+func (UnimplementedTabletServiceHandler) PutKv(context.Context, *connect.Request[v1.PutKvRequest]) (*connect.Response[v1.PutKvResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strom.v1.TabletService.PutKv is not implemented"))
+}
+
+func (UnimplementedTabletServiceHandler) Lookup(context.Context, *connect.Request[v1.LookupRequest]) (*connect.Response[v1.LookupResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strom.v1.TabletService.Lookup is not implemented"))
+}
+
+func (UnimplementedTabletServiceHandler) PrefixLookup(context.Context, *connect.Request[v1.PrefixLookupRequest]) (*connect.Response[v1.PrefixLookupResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strom.v1.TabletService.PrefixLookup is not implemented"))
+}
+
+func (UnimplementedTabletServiceHandler) ScanKv(context.Context, *connect.Request[v1.ScanKvRequest]) (*connect.Response[v1.ScanKvResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strom.v1.TabletService.ScanKv is not implemented"))
 }

@@ -1,0 +1,355 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"strom/record"
+	stromv1 "strom/rpc/gen/strom/v1"
+)
+
+// TargetColumns makes an UpsertWriter write a partial update: only the
+// named columns (the primary key among them) are set; the others keep their
+// values. Fluss's partial update.
+func TargetColumns(names ...string) WriterOption {
+	return func(c *writerConfig) { c.targetColumns = names }
+}
+
+// UpsertWriter writes to a primary-key table: upserts (whole rows, or the
+// target columns of a partial update) and deletes, batched per bucket and
+// sent like AppendWriter's. Its methods are safe for concurrent use.
+type UpsertWriter struct {
+	p      *pipeline
+	pk     *record.KeyCodec
+	target []int // column indexes of a partial update; nil: all
+}
+
+// NewUpsertWriter returns a writer for a primary-key table.
+func (t *Table) NewUpsertWriter(_ context.Context, opts ...WriterOption) (*UpsertWriter, error) {
+	if len(t.schema.PrimaryKey) == 0 {
+		return nil, fmt.Errorf("client: %s.%s is a log table: use an AppendWriter", t.info.Database, t.info.Table)
+	}
+	cfg := defaultWriterConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	pk, err := record.NewKeyCodec(t.schema.Columns, t.schema.PrimaryKey)
+	if err != nil {
+		return nil, err
+	}
+	w := &UpsertWriter{pk: pk}
+	if len(cfg.targetColumns) > 0 {
+		for _, n := range cfg.targetColumns {
+			_, i, ok := t.schema.Column(n)
+			if !ok {
+				return nil, fmt.Errorf("client: target column %q is not a column of %s.%s; columns are %v", n, t.info.Database, t.info.Table, t.schema.ColumnNames())
+			}
+			w.target = append(w.target, i)
+		}
+		slices.Sort(w.target)
+		for _, k := range t.schema.PrimaryKey {
+			if !slices.Contains(cfg.targetColumns, k) {
+				return nil, fmt.Errorf("client: a partial update must include the primary key: add %q to the target columns", k)
+			}
+		}
+	}
+	rows, err := record.NewCompactedRowCodec(t.schema.Columns)
+	if err != nil {
+		return nil, err
+	}
+	header := record.KvBatchHeader{SchemaID: int16(t.info.SchemaId), WriterID: record.NoWriterID, BatchSequence: record.NoBatchSequence}
+	targets := cfg.targetColumns
+	w.p, err = newPipeline(t, batchKind{
+		newEncoder: func() (encoder, error) {
+			return &kvEncoder{b: record.NewKvBatchBuilder(header), pk: pk, rows: rows}, nil
+		},
+		stamp: func(b []byte, id int64, seq int32) { record.KvBatch(b).SetWriter(id, seq) },
+		send: func(ctx context.Context, bucket int32, batch []byte, acks int32, timeout time.Duration) (*stromv1.ProduceBucketResult, error) {
+			resp, err := call(ctx, t.c, t.c.tablet.PutKv, &stromv1.PutKvRequest{
+				Database: t.info.Database, Table: t.info.Table, Acks: &acks, TimeoutMs: int32(timeout / time.Millisecond),
+				TargetColumns: targets, Buckets: []*stromv1.PutKvBucket{{Bucket: bucket, Records: batch}},
+			})
+			return oneBucket(resp.GetBuckets(), err)
+		},
+	}, opts)
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// Upsert inserts row or replaces the row with its key (with TargetColumns,
+// only those columns; the others may be NULL in row). Like
+// AppendWriter.Append it returns a Future at once unless the buffer is full.
+func (w *UpsertWriter) Upsert(ctx context.Context, row record.Row) *Future {
+	if err := w.check(row, w.target); err != nil {
+		return failed(err)
+	}
+	return w.p.append(ctx, row, false)
+}
+
+// Delete deletes the row with row's key (only the key columns of row are
+// read; with TargetColumns, a partial delete sets the target columns to NULL).
+func (w *UpsertWriter) Delete(ctx context.Context, row record.Row) *Future {
+	if err := w.check(row, []int{}); err != nil {
+		return failed(err)
+	}
+	return w.p.append(ctx, row, true)
+}
+
+// check checks the row's shape, its key, and the columns written (all when
+// cols is nil).
+func (w *UpsertWriter) check(row record.Row, cols []int) error {
+	s := w.p.t.schema
+	if len(row) != len(s.Columns) {
+		return fmt.Errorf("client: row has %d values, %s.%s has %d columns", len(row), w.p.t.info.Database, w.p.t.info.Table, len(s.Columns))
+	}
+	if cols == nil {
+		return s.CheckRow(row)
+	}
+	for _, i := range s.PrimaryKeyIndexes() {
+		if !slices.Contains(cols, i) {
+			cols = append(cols, i)
+		}
+	}
+	for _, i := range cols {
+		if err := record.CheckValue(s.Columns[i].Type, row[i]); err != nil {
+			return fmt.Errorf("client: column %q: %w", s.Columns[i].Name, err)
+		}
+	}
+	return nil
+}
+
+// Flush sends every open batch and waits until all written rows are
+// acknowledged or failed; it returns the first failure since the previous
+// Flush.
+func (w *UpsertWriter) Flush(ctx context.Context) error { return w.p.flush(ctx) }
+
+// Close stops taking writes, flushes, and stops the writer.
+func (w *UpsertWriter) Close(ctx context.Context) error { return w.p.close(ctx) }
+
+// kvEncoder builds the KV batches of a primary-key table.
+type kvEncoder struct {
+	b    *record.KvBatchBuilder
+	pk   *record.KeyCodec
+	rows *record.CompactedRowCodec
+}
+
+func (e *kvEncoder) add(row record.Row, del bool) error {
+	key, err := e.pk.AppendRow(nil, row)
+	if err != nil {
+		return err
+	}
+	var value []byte
+	if !del {
+		if value, err = e.rows.Append(nil, row); err != nil {
+			return err
+		}
+	}
+	return e.b.Append(key, value)
+}
+
+func (e *kvEncoder) size() int              { return e.b.Size() }
+func (e *kvEncoder) build() ([]byte, error) { return e.b.Build(), nil }
+
+// Lookuper looks rows of a primary-key table up by key or key prefix.
+// It is safe for concurrent use.
+type Lookuper struct {
+	t         *Table
+	pk        *record.KeyCodec
+	bucketKey *record.KeyCodec
+	rows      *record.CompactedRowCodec
+}
+
+// NewLookuper returns a Lookuper for a primary-key table.
+func (t *Table) NewLookuper() (*Lookuper, error) {
+	if len(t.schema.PrimaryKey) == 0 {
+		return nil, fmt.Errorf("client: %s.%s is a log table: it has no keys to look up", t.info.Database, t.info.Table)
+	}
+	l := &Lookuper{t: t}
+	var err error
+	if l.pk, err = record.NewKeyCodec(t.schema.Columns, t.schema.PrimaryKey); err != nil {
+		return nil, err
+	}
+	if l.bucketKey, err = record.NewKeyCodec(t.schema.Columns, t.desc.BucketKeys); err != nil {
+		return nil, err
+	}
+	if l.rows, err = record.NewCompactedRowCodec(t.schema.Columns); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// fullRow places key values (in the order of names) into an empty row.
+func (l *Lookuper) fullRow(names []string, values record.Row) (record.Row, error) {
+	if len(values) != len(names) {
+		return nil, fmt.Errorf("client: want %d key values (%v), got %d", len(names), names, len(values))
+	}
+	row := make(record.Row, len(l.t.schema.Columns))
+	for i, n := range names {
+		c, j, _ := l.t.schema.Column(n)
+		if err := record.CheckValue(c.Type.WithNullable(false), values[i]); err != nil {
+			return nil, fmt.Errorf("client: key column %q: %w", n, err)
+		}
+		row[j] = values[i]
+	}
+	return row, nil
+}
+
+func (l *Lookuper) bucketOf(row record.Row) (int32, error) {
+	k, err := l.bucketKey.AppendRow(nil, row)
+	if err != nil {
+		return 0, err
+	}
+	return int32(record.BucketOf(k, int(l.t.Buckets()))), nil
+}
+
+// Lookup returns the rows of the given primary keys (each the values of
+// the primary-key columns, in primary-key order), nil where a key has no
+// row. Keys are grouped per bucket into one request.
+func (l *Lookuper) Lookup(ctx context.Context, keys ...record.Row) ([]record.Row, error) {
+	type place struct{ bucket, index int }
+	byBucket := map[int32]*stromv1.LookupBucket{}
+	var order []int32
+	places := make([]place, len(keys))
+	for i, k := range keys {
+		row, err := l.fullRow(l.t.schema.PrimaryKey, k)
+		if err != nil {
+			return nil, err
+		}
+		b, err := l.bucketOf(row)
+		if err != nil {
+			return nil, err
+		}
+		key, err := l.pk.AppendRow(nil, row)
+		if err != nil {
+			return nil, err
+		}
+		lb := byBucket[b]
+		if lb == nil {
+			lb = &stromv1.LookupBucket{Bucket: b}
+			byBucket[b] = lb
+			order = append(order, b)
+		}
+		places[i] = place{int(b), len(lb.Keys)}
+		lb.Keys = append(lb.Keys, key)
+	}
+	req := &stromv1.LookupRequest{Database: l.t.info.Database, Table: l.t.info.Table}
+	for _, b := range order {
+		req.Buckets = append(req.Buckets, byBucket[b])
+	}
+	resp, err := call(ctx, l.t.c, l.t.c.tablet.Lookup, req)
+	if err != nil {
+		return nil, err
+	}
+	results := map[int32]*stromv1.LookupBucketResult{}
+	for _, r := range resp.Buckets {
+		if r.Error != nil {
+			return nil, fmt.Errorf("client: lookup in bucket %d: %w", r.Bucket, detailError(r.Error))
+		}
+		results[r.Bucket] = r
+	}
+	out := make([]record.Row, len(keys))
+	for i, p := range places {
+		r := results[int32(p.bucket)]
+		if r == nil || p.index >= len(r.Values) {
+			return nil, fmt.Errorf("client: lookup answered no value for key %d", i)
+		}
+		if v := r.Values[p.index]; v.Found {
+			if out[i], err = l.decode(v.Value); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// PrefixLookup returns the rows whose bucket-key columns equal prefix (the
+// values of the bucket-key columns, in bucket-key order), in key order.
+func (l *Lookuper) PrefixLookup(ctx context.Context, prefix record.Row) ([]record.Row, error) {
+	row, err := l.fullRow(l.t.desc.BucketKeys, prefix)
+	if err != nil {
+		return nil, err
+	}
+	b, err := l.bucketOf(row)
+	if err != nil {
+		return nil, err
+	}
+	key, err := l.bucketKey.AppendRow(nil, row)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := call(ctx, l.t.c, l.t.c.tablet.PrefixLookup, &stromv1.PrefixLookupRequest{
+		Database: l.t.info.Database, Table: l.t.info.Table, Buckets: []*stromv1.LookupBucket{{Bucket: b, Keys: [][]byte{key}}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.Buckets) != 1 || len(resp.Buckets[0].Values) != 1 {
+		if len(resp.Buckets) == 1 && resp.Buckets[0].Error != nil {
+			return nil, detailError(resp.Buckets[0].Error)
+		}
+		return nil, fmt.Errorf("client: prefix lookup answered %d buckets for 1", len(resp.Buckets))
+	}
+	var out []record.Row
+	for _, v := range resp.Buckets[0].Values[0].Values {
+		r, err := l.decode(v)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// decode turns a KV value into a row.
+func (l *Lookuper) decode(v []byte) (record.Row, error) {
+	schemaID, row, err := record.ParseKvValue(v)
+	if err != nil {
+		return nil, err
+	}
+	if int32(schemaID) != l.t.info.SchemaId {
+		return nil, fmt.Errorf("client: value of schema %d, this handle knows schema %d: open the table again", schemaID, l.t.info.SchemaId)
+	}
+	return l.rows.Decode(row)
+}
+
+// Scan reads a consistent snapshot of one bucket of a primary-key table,
+// page by page, and returns its rows in key order (at most limit, if > 0).
+func (t *Table) Scan(ctx context.Context, bucket int32, limit int) ([]record.Row, error) {
+	l, err := t.NewLookuper()
+	if err != nil {
+		return nil, err
+	}
+	var out []record.Row
+	var id []byte
+	for {
+		resp, err := call(ctx, t.c, t.c.tablet.ScanKv, &stromv1.ScanKvRequest{
+			Database: t.info.Database, Table: t.info.Table, Bucket: bucket, ScannerId: id,
+		})
+		if err != nil {
+			return nil, err
+		}
+		id = resp.ScannerId
+		for _, v := range resp.Values {
+			r, err := l.decode(v)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, r)
+			if limit > 0 && len(out) == limit {
+				if resp.HasMore {
+					_, _ = call(ctx, t.c, t.c.tablet.ScanKv, &stromv1.ScanKvRequest{
+						Database: t.info.Database, Table: t.info.Table, Bucket: bucket, ScannerId: id, Close: true,
+					})
+				}
+				return out, nil
+			}
+		}
+		if !resp.HasMore {
+			return out, nil
+		}
+	}
+}

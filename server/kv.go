@@ -1,0 +1,576 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"strom/raftmeta/catalog"
+	"strom/record"
+	"strom/rpc"
+	stromv1 "strom/rpc/gen/strom/v1"
+	"strom/tablet/kv"
+)
+
+// The primary-key calls of TabletService: PutKv, Lookup, PrefixLookup,
+// ScanKv. Batches travel in Fluss's KV layout; JSON clients send rows and
+// keys as objects and get rows back as objects.
+
+// kvTable resolves a primary-key table and its key codecs.
+type kvTable struct {
+	catalog.Table
+	pk, bucketKey *record.KeyCodec
+	rows          *record.CompactedRowCodec
+}
+
+func (h *tabletHandler) kvTable(db, name string) (kvTable, error) {
+	t, err := h.table(db, name)
+	if err != nil {
+		return kvTable{}, err
+	}
+	if len(t.Schema.PrimaryKey) == 0 {
+		return kvTable{}, &record.InvalidError{Field: "table", Reason: fmt.Sprintf("%s.%s is a log table: write it with ProduceLog, read it with FetchLog", t.Database, t.Name)}
+	}
+	kt := kvTable{Table: t}
+	if kt.pk, err = record.NewKeyCodec(t.Schema.Columns, t.Schema.PrimaryKey); err != nil {
+		return kt, err
+	}
+	if kt.bucketKey, err = record.NewKeyCodec(t.Schema.Columns, t.Registration.BucketKeys); err != nil {
+		return kt, err
+	}
+	kt.rows, err = record.NewCompactedRowCodec(t.Schema.Columns)
+	return kt, err
+}
+
+func (kt kvTable) bucketOf(row record.Row) (int32, error) {
+	k, err := kt.bucketKey.AppendRow(nil, row)
+	if err != nil {
+		return 0, err
+	}
+	return int32(record.BucketOf(k, int(kt.Registration.BucketCount))), nil
+}
+
+func (h *tabletHandler) PutKv(ctx context.Context, req *connect.Request[stromv1.PutKvRequest]) (*connect.Response[stromv1.PutKvResponse], error) {
+	m := req.Msg
+	kt, err := h.kvTable(m.Database, m.Table)
+	if err != nil {
+		return nil, err
+	}
+	acks := -1
+	if m.Acks != nil {
+		acks = int(*m.Acks)
+	}
+	if acks != -1 && acks != 0 && acks != 1 {
+		return nil, &record.InvalidError{Field: "acks", Reason: fmt.Sprintf("must be 0, 1 or -1, got %d", acks)}
+	}
+	var targets []int
+	for _, n := range m.TargetColumns {
+		_, i, ok := kt.Schema.Column(n)
+		if !ok {
+			return nil, &record.InvalidError{Field: "target_columns", Reason: fmt.Sprintf("%q is not a column; columns are %s", n, strings.Join(kt.Schema.ColumnNames(), ", "))}
+		}
+		targets = append(targets, i)
+	}
+	slices.Sort(targets)
+	timeout := defaultProduceTimeout
+	if m.TimeoutMs > 0 {
+		timeout = time.Duration(m.TimeoutMs) * time.Millisecond
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	buckets := m.Buckets
+	if len(m.Rows) > 0 || len(m.Deletes) > 0 {
+		if len(buckets) > 0 {
+			return nil, &record.InvalidError{Field: "rows", Reason: "give either rows and deletes, or buckets of batches, not both"}
+		}
+		if buckets, err = h.encodeKvRows(kt, m.Rows, m.Deletes); err != nil {
+			return nil, err
+		}
+	}
+	resp := &stromv1.PutKvResponse{}
+	seen := map[int32]bool{}
+	for _, pb := range buckets {
+		res := &stromv1.ProduceBucketResult{Bucket: pb.Bucket}
+		resp.Buckets = append(resp.Buckets, res)
+		if seen[pb.Bucket] {
+			res.Error = rpc.Detail(&record.InvalidError{Field: "buckets", Reason: fmt.Sprintf("bucket %d appears twice", pb.Bucket)})
+			continue
+		}
+		seen[pb.Bucket] = true
+		r, err := h.replica(kt.Table, pb.Bucket)
+		if err != nil {
+			res.Error = rpc.Detail(err)
+			continue
+		}
+		b := record.KvBatch(pb.Records)
+		if err := b.Validate(); err != nil {
+			res.Error = rpc.Detail(fmt.Errorf("bucket %d: %w", pb.Bucket, err))
+			continue
+		}
+		info, err := r.PutKv(ctx, b, targets, acks)
+		if err != nil {
+			res.Error = rpc.Detail(fmt.Errorf("bucket %d: %w", pb.Bucket, err))
+			continue
+		}
+		res.BaseOffset, res.NextOffset = info.FirstOffset, info.LastOffset+1
+	}
+	return connect.NewResponse(resp), nil
+}
+
+// encodeKvRows turns JSON rows (upserts) and keys (deletes) into one KV
+// batch per bucket, in the order given.
+func (h *tabletHandler) encodeKvRows(kt kvTable, rows, deletes []*structpb.Struct) ([]*stromv1.PutKvBucket, error) {
+	var problems []error
+	builders := map[int32]*record.KvBatchBuilder{}
+	var order []int32
+	add := func(field string, st *structpb.Struct, del bool) {
+		js, err := protojson.Marshal(st)
+		if err != nil {
+			problems = append(problems, fmt.Errorf("%s: %w", field, err))
+			return
+		}
+		schema := kt.Schema
+		if del {
+			schema = keyOnly(kt.Schema, kt.Schema.PrimaryKey)
+		}
+		row, err := record.RowFromJSON(schema, js)
+		if err == nil && !del {
+			err = kt.Schema.CheckRow(row)
+		}
+		if err != nil {
+			problems = append(problems, prefixFields(field+".", err))
+			return
+		}
+		bucket, err := kt.bucketOf(row)
+		if err != nil {
+			problems = append(problems, prefixFields(field+".", err))
+			return
+		}
+		key, err := kt.pk.AppendRow(nil, row)
+		if err != nil {
+			problems = append(problems, prefixFields(field+".", err))
+			return
+		}
+		var value []byte
+		if !del {
+			if value, err = kt.rows.Append(nil, row); err != nil {
+				problems = append(problems, prefixFields(field+".", err))
+				return
+			}
+		}
+		b := builders[bucket]
+		if b == nil {
+			b = record.NewKvBatchBuilder(record.KvBatchHeader{SchemaID: int16(kt.SchemaID), WriterID: record.NoWriterID, BatchSequence: record.NoBatchSequence})
+			builders[bucket] = b
+			order = append(order, bucket)
+		}
+		if err := b.Append(key, value); err != nil {
+			problems = append(problems, prefixFields(field+".", err))
+		}
+	}
+	for i, st := range rows {
+		add(fmt.Sprintf("rows[%d]", i), st, false)
+	}
+	for i, st := range deletes {
+		add(fmt.Sprintf("deletes[%d]", i), st, true)
+	}
+	if len(problems) > 0 {
+		return nil, errors.Join(problems...)
+	}
+	out := make([]*stromv1.PutKvBucket, 0, len(order))
+	for _, b := range order {
+		out = append(out, &stromv1.PutKvBucket{Bucket: b, Records: builders[b].Build()})
+	}
+	return out, nil
+}
+
+// keyOnly is s with every column but keys nullable, for rows that only
+// need those (deletes and lookups: the primary key; prefix lookups: the
+// bucket key).
+func keyOnly(s record.Schema, keys []string) record.Schema {
+	out := s
+	out.Columns = slices.Clone(s.Columns)
+	for i, c := range out.Columns {
+		if !slices.Contains(keys, c.Name) {
+			out.Columns[i].Type = c.Type.WithNullable(true)
+		}
+	}
+	return out
+}
+
+// jsonKeys encodes JSON key objects (holding the columns named) into
+// compacted keys grouped per bucket. It returns the request's buckets and,
+// for each key, its bucket and index within the bucket.
+func jsonKeys(kt kvTable, codec *record.KeyCodec, field string, objs []*structpb.Struct) ([]*stromv1.LookupBucket, [][2]int, error) {
+	byBucket := map[int32]*stromv1.LookupBucket{}
+	var order []int32
+	places := make([][2]int, len(objs))
+	var problems []error
+	names := map[string]bool{}
+	var keys []string
+	for _, c := range codec.Columns() {
+		names[c.Name] = true
+		keys = append(keys, c.Name)
+	}
+	schema := keyOnly(kt.Schema, keys)
+	for i, st := range objs {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		for k := range st.Fields {
+			if !names[k] {
+				problems = append(problems, &record.InvalidError{Field: f + "." + k, Reason: fmt.Sprintf("not a key column here; give exactly %s", keyNames(codec))})
+			}
+		}
+		js, err := protojson.Marshal(st)
+		if err != nil {
+			problems = append(problems, fmt.Errorf("%s: %w", f, err))
+			continue
+		}
+		row, err := record.RowFromJSON(schema, js)
+		if err != nil {
+			problems = append(problems, prefixFields(f+".", err))
+			continue
+		}
+		bucket, err := kt.bucketOf(row)
+		if err != nil {
+			problems = append(problems, prefixFields(f+".", err))
+			continue
+		}
+		key, err := codec.AppendRow(nil, row)
+		if err != nil {
+			problems = append(problems, prefixFields(f+".", err))
+			continue
+		}
+		lb := byBucket[bucket]
+		if lb == nil {
+			lb = &stromv1.LookupBucket{Bucket: bucket}
+			byBucket[bucket] = lb
+			order = append(order, bucket)
+		}
+		places[i] = [2]int{int(bucket), len(lb.Keys)}
+		lb.Keys = append(lb.Keys, key)
+	}
+	if len(problems) > 0 {
+		return nil, nil, errors.Join(problems...)
+	}
+	out := make([]*stromv1.LookupBucket, 0, len(order))
+	for _, b := range order {
+		out = append(out, byBucket[b])
+	}
+	return out, places, nil
+}
+
+func keyNames(c *record.KeyCodec) string {
+	var names []string
+	for _, col := range c.Columns() {
+		names = append(names, col.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// kvOf returns the leader's KV tablet of a bucket.
+func (h *tabletHandler) kvOf(t catalog.Table, bucket int32) (*kv.Tablet, error) {
+	r, err := h.replica(t, bucket)
+	if err != nil {
+		return nil, err
+	}
+	return r.KV()
+}
+
+func (h *tabletHandler) Lookup(_ context.Context, req *connect.Request[stromv1.LookupRequest]) (*connect.Response[stromv1.LookupResponse], error) {
+	m := req.Msg
+	kt, err := h.kvTable(m.Database, m.Table)
+	if err != nil {
+		return nil, err
+	}
+	buckets, places := m.Buckets, [][2]int(nil)
+	if len(m.Keys) > 0 {
+		if len(buckets) > 0 {
+			return nil, &record.InvalidError{Field: "keys", Reason: "give either keys or buckets of keys, not both"}
+		}
+		if buckets, places, err = jsonKeys(kt, kt.pk, "keys", m.Keys); err != nil {
+			return nil, err
+		}
+	}
+	resp := &stromv1.LookupResponse{}
+	results := map[int32]*stromv1.LookupBucketResult{}
+	for _, lb := range buckets {
+		res := &stromv1.LookupBucketResult{Bucket: lb.Bucket}
+		resp.Buckets = append(resp.Buckets, res)
+		results[lb.Bucket] = res
+		t, err := h.kvOf(kt.Table, lb.Bucket)
+		if err != nil {
+			res.Error = rpc.Detail(err)
+			continue
+		}
+		values, err := t.Lookup(lb.Keys)
+		if err != nil {
+			res.Error = rpc.Detail(err)
+			continue
+		}
+		for _, v := range values {
+			res.Values = append(res.Values, &stromv1.LookupValue{Value: v, Found: v != nil})
+		}
+	}
+	if places != nil {
+		for _, p := range places {
+			res := results[int32(p[0])]
+			if res.Error != nil {
+				return nil, errors.New(res.Error.Message)
+			}
+			if v := res.Values[p[1]]; v.Found {
+				st, err := kvValueJSON(kt, v.Value)
+				if err != nil {
+					return nil, err
+				}
+				resp.Rows = append(resp.Rows, st)
+			}
+		}
+		resp.Buckets = nil
+	}
+	return connect.NewResponse(resp), nil
+}
+
+// kvValueJSON decodes a KV value into a JSON object.
+func kvValueJSON(kt kvTable, v []byte) (*structpb.Struct, error) {
+	row, err := decodeKvValue(kt, v)
+	if err != nil {
+		return nil, err
+	}
+	return jsonToStruct(record.AppendRowJSON(nil, kt.Schema, row))
+}
+
+func decodeKvValue(kt kvTable, v []byte) (record.Row, error) {
+	id, row, err := record.ParseKvValue(v)
+	if err != nil {
+		return nil, err
+	}
+	if int32(id) != kt.SchemaID {
+		return nil, fmt.Errorf("%w: stored value of schema %d, the table's is %d", catalog.ErrSchemaNotExist, id, kt.SchemaID)
+	}
+	return kt.rows.Decode(row)
+}
+
+func (h *tabletHandler) PrefixLookup(_ context.Context, req *connect.Request[stromv1.PrefixLookupRequest]) (*connect.Response[stromv1.PrefixLookupResponse], error) {
+	m := req.Msg
+	kt, err := h.kvTable(m.Database, m.Table)
+	if err != nil {
+		return nil, err
+	}
+	if !isPrefix(kt.Registration.BucketKeys, kt.Schema.PrimaryKey) {
+		return nil, &record.InvalidError{Field: "table", Reason: fmt.Sprintf("prefix lookup needs the bucket key (%s) to be a prefix of the primary key (%s)",
+			strings.Join(kt.Registration.BucketKeys, ", "), strings.Join(kt.Schema.PrimaryKey, ", "))}
+	}
+	buckets, places := m.Buckets, [][2]int(nil)
+	if len(m.Prefixes) > 0 {
+		if len(buckets) > 0 {
+			return nil, &record.InvalidError{Field: "prefixes", Reason: "give either prefixes or buckets of keys, not both"}
+		}
+		if buckets, places, err = jsonKeys(kt, kt.bucketKey, "prefixes", m.Prefixes); err != nil {
+			return nil, err
+		}
+	}
+	resp := &stromv1.PrefixLookupResponse{}
+	results := map[int32]*stromv1.PrefixLookupBucketResult{}
+	for _, lb := range buckets {
+		res := &stromv1.PrefixLookupBucketResult{Bucket: lb.Bucket}
+		resp.Buckets = append(resp.Buckets, res)
+		results[lb.Bucket] = res
+		t, err := h.kvOf(kt.Table, lb.Bucket)
+		if err != nil {
+			res.Error = rpc.Detail(err)
+			continue
+		}
+		for _, prefix := range lb.Keys {
+			values, err := t.PrefixLookup(prefix)
+			if err != nil {
+				res.Error = rpc.Detail(err)
+				break
+			}
+			res.Values = append(res.Values, &stromv1.PrefixValues{Values: values})
+		}
+	}
+	if places != nil {
+		for _, p := range places {
+			res := results[int32(p[0])]
+			if res.Error != nil {
+				return nil, errors.New(res.Error.Message)
+			}
+			for _, v := range res.Values[p[1]].Values {
+				st, err := kvValueJSON(kt, v)
+				if err != nil {
+					return nil, err
+				}
+				resp.Rows = append(resp.Rows, st)
+			}
+		}
+		resp.Buckets = nil
+	}
+	return connect.NewResponse(resp), nil
+}
+
+// isPrefix reports whether a is a prefix of b.
+func isPrefix(a, b []string) bool {
+	return len(a) <= len(b) && slices.Equal(a, b[:len(a)])
+}
+
+// scanners holds open ScanKv snapshots; each expires after kvScannerTTL
+// without a call (Fluss's kv.scanner.ttl).
+type scanners struct {
+	mu   sync.Mutex
+	open map[string]*scanner
+}
+
+type scanner struct {
+	snap    *kv.Snapshot
+	table   int64
+	bucket  int32
+	touched time.Time
+}
+
+const kvScannerTTL = time.Minute
+
+func (s *scanners) take(id string) *scanner {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expireLocked(time.Now())
+	sc := s.open[id]
+	delete(s.open, id)
+	return sc
+}
+
+func (s *scanners) put(id string, sc *scanner) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.open == nil {
+		s.open = map[string]*scanner{}
+	}
+	sc.touched = time.Now()
+	s.open[id] = sc
+}
+
+func (s *scanners) expireLocked(now time.Time) {
+	for id, sc := range s.open {
+		if now.Sub(sc.touched) > kvScannerTTL {
+			sc.snap.Close()
+			delete(s.open, id)
+		}
+	}
+}
+
+// closeAll closes every open scanner (the node is stopping).
+func (s *scanners) closeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, sc := range s.open {
+		sc.snap.Close()
+		delete(s.open, id)
+	}
+}
+
+func (h *tabletHandler) ScanKv(_ context.Context, req *connect.Request[stromv1.ScanKvRequest]) (*connect.Response[stromv1.ScanKvResponse], error) {
+	m := req.Msg
+	kt, err := h.kvTable(m.Database, m.Table)
+	if err != nil {
+		return nil, err
+	}
+	var sc *scanner
+	id := hex.EncodeToString(m.ScannerId)
+	if len(m.ScannerId) > 0 {
+		if sc = h.s.scanners.take(id); sc == nil || sc.table != kt.Registration.TableID || sc.bucket != m.Bucket {
+			if sc != nil {
+				sc.snap.Close()
+			}
+			return nil, &record.InvalidError{Field: "scanner_id", Reason: "unknown or expired scanner (scanners expire after a minute unused): start a new scan"}
+		}
+	} else {
+		t, err := h.kvOf(kt.Table, m.Bucket)
+		if err != nil {
+			return nil, err
+		}
+		snap, err := t.Snapshot()
+		if err != nil {
+			return nil, err
+		}
+		sc = &scanner{snap: snap, table: kt.Registration.TableID, bucket: m.Bucket}
+		var raw [16]byte
+		_, _ = rand.Read(raw[:])
+		id = hex.EncodeToString(raw[:])
+	}
+	resp := &stromv1.ScanKvResponse{LogOffset: sc.snap.Offset()}
+	if m.Close {
+		sc.snap.Close()
+		return connect.NewResponse(resp), nil
+	}
+	maxBytes := int(m.BatchSizeBytes)
+	if maxBytes <= 0 {
+		maxBytes = defaultBucketMaxBytes
+	}
+	page, err := sc.snap.Next(1<<20, maxBytes)
+	if err != nil {
+		sc.snap.Close()
+		return nil, err
+	}
+	asJSON := wantsJSON(req.Header(), m.JsonRows)
+	for _, kvp := range page {
+		if asJSON {
+			st, err := kvValueJSON(kt, kvp.Value)
+			if err != nil {
+				sc.snap.Close()
+				return nil, err
+			}
+			resp.Rows = append(resp.Rows, st)
+		} else {
+			resp.Values = append(resp.Values, kvp.Value)
+		}
+	}
+	if len(page) == 0 {
+		sc.snap.Close()
+		return connect.NewResponse(resp), nil
+	}
+	raw, _ := hex.DecodeString(id)
+	resp.ScannerId, resp.HasMore = raw, true
+	h.s.scanners.put(id, sc)
+	return connect.NewResponse(resp), nil
+}
+
+// limitScanKv answers LimitScan on a primary-key table: the first rows of
+// the bucket in key order, as KV values (binary) or JSON objects.
+func (h *tabletHandler) limitScanKv(req *connect.Request[stromv1.LimitScanRequest], t catalog.Table) (*connect.Response[stromv1.LimitScanResponse], error) {
+	m := req.Msg
+	kt, err := h.kvTable(m.Database, m.Table)
+	if err != nil {
+		return nil, err
+	}
+	tab, err := h.kvOf(t, m.Bucket)
+	if err != nil {
+		return nil, err
+	}
+	values, err := tab.LimitScan(int(m.Limit))
+	if err != nil {
+		return nil, err
+	}
+	resp := &stromv1.LimitScanResponse{SchemaId: t.SchemaID}
+	asJSON := wantsJSON(req.Header(), m.JsonRows)
+	for _, v := range values {
+		if !asJSON {
+			resp.Values = append(resp.Values, v)
+			continue
+		}
+		st, err := kvValueJSON(kt, v)
+		if err != nil {
+			return nil, err
+		}
+		resp.Rows = append(resp.Rows, st)
+	}
+	return connect.NewResponse(resp), nil
+}

@@ -1,0 +1,134 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"connectrpc.com/connect"
+
+	stromv1 "strom/rpc/gen/strom/v1"
+)
+
+// postJSON calls a TabletService method with a JSON body.
+func postJSON(t *testing.T, s *Server, method, body string) (int, string) {
+	t.Helper()
+	resp, err := http.Post("http://"+s.Addr()+"/strom.v1.TabletService/"+method, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestPrimaryKeyTableOverJSON(t *testing.T) {
+	s := startServer(t, testConfig(t, t.TempDir()))
+	createTable(t, s, "shop", "customers", "cust_key BIGINT, region STRING, name STRING, balance DECIMAL(10, 2)", 3, "cust_key")
+	info, err := adminClient(s).CreateTable(context.Background(), connect.NewRequest(&stromv1.CreateTableRequest{Database: "shop", Table: "orders",
+		Descriptor_: &stromv1.TableDescriptor{
+			Schema: &stromv1.Schema{Columns: []*stromv1.Column{{Name: "region", Type: "STRING"}, {Name: "id", Type: "BIGINT"}, {Name: "amount", Type: "BIGINT"}},
+				PrimaryKey: []string{"region", "id"}},
+			BucketKeys: []string{"region"}, BucketCount: 2,
+		}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitReplicas(t, s, info.Msg.Table)
+
+	put := func(body string) {
+		t.Helper()
+		code, resp := postJSON(t, s, "PutKv", body)
+		if code != 200 || strings.Contains(resp, `"error"`) {
+			t.Fatalf("PutKv %s: %d %s", body, code, resp)
+		}
+	}
+	lookup := func(keys string) []map[string]any {
+		t.Helper()
+		code, resp := postJSON(t, s, "Lookup", `{"database":"shop","table":"customers","keys":`+keys+`}`)
+		if code != 200 {
+			t.Fatalf("Lookup: %d %s", code, resp)
+		}
+		var out struct{ Rows []map[string]any }
+		if err := json.Unmarshal([]byte(resp), &out); err != nil {
+			t.Fatal(err)
+		}
+		return out.Rows
+	}
+	put(`{"database":"shop","table":"customers","rows":[
+		{"cust_key":1,"region":"eu","name":"Ada","balance":"10.50"},
+		{"cust_key":2,"region":"us","name":"Bo","balance":"3.00"}]}`)
+	rows := lookup(`[{"cust_key":1},{"cust_key":3},{"cust_key":2}]`)
+	if len(rows) != 2 || rows[0]["name"] != "Ada" || rows[1]["balance"] != "3.00" {
+		t.Fatalf("lookup after insert: %v", rows)
+	}
+	// Update, partial update, delete.
+	put(`{"database":"shop","table":"customers","rows":[{"cust_key":1,"region":"eu","name":"Ada L.","balance":"11.00"}]}`)
+	put(`{"database":"shop","table":"customers","targetColumns":["cust_key","balance"],"rows":[{"cust_key":2,"balance":"4.25"}]}`)
+	rows = lookup(`[{"cust_key":1},{"cust_key":2}]`)
+	if rows[0]["name"] != "Ada L." || rows[1]["name"] != "Bo" || rows[1]["balance"] != "4.25" {
+		t.Fatalf("lookup after updates: %v", rows)
+	}
+	put(`{"database":"shop","table":"customers","deletes":[{"cust_key":1}]}`)
+	if rows = lookup(`[{"cust_key":1}]`); len(rows) != 0 {
+		t.Fatalf("lookup after delete: %v", rows)
+	}
+
+	// The changelog of the buckets holds +I, -U, +U, -D.
+	var changes []string
+	for b := 0; b < 3; b++ {
+		code, resp := postJSON(t, s, "FetchLog", `{"database":"shop","table":"customers","buckets":[{"bucket":`+string(rune('0'+b))+`,"offset":0}]}`)
+		if code != 200 {
+			t.Fatalf("FetchLog: %d %s", code, resp)
+		}
+		var out struct {
+			Buckets []struct{ Rows []map[string]any }
+		}
+		if err := json.Unmarshal([]byte(resp), &out); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range out.Buckets[0].Rows {
+			if r["cust_key"].(float64) == 1 {
+				changes = append(changes, r["_change_type"].(string))
+			}
+		}
+	}
+	if got := strings.Join(changes, " "); got != "+I -U +U -D" {
+		t.Fatalf("changelog of key 1: %q, want +I -U +U -D", got)
+	}
+
+	// Scan and prefix lookup.
+	put(`{"database":"shop","table":"orders","rows":[{"region":"eu","id":1,"amount":5},{"region":"eu","id":2,"amount":7},{"region":"us","id":3,"amount":1}]}`)
+	code, resp := postJSON(t, s, "PrefixLookup", `{"database":"shop","table":"orders","prefixes":[{"region":"eu"}]}`)
+	if code != 200 || strings.Count(resp, `"region":"eu"`) != 2 || strings.Contains(resp, `"us"`) {
+		t.Fatalf("prefix lookup: %d %s", code, resp)
+	}
+	total := 0
+	for b := 0; b < 2; b++ {
+		code, resp = postJSON(t, s, "ScanKv", `{"database":"shop","table":"orders","bucket":`+string(rune('0'+b))+`}`)
+		if code != 200 {
+			t.Fatalf("scan: %d %s", code, resp)
+		}
+		total += strings.Count(resp, `"amount"`)
+	}
+	if total != 3 {
+		t.Fatalf("scan found %d rows, want 3", total)
+	}
+
+	// Bad input: named, nothing written.
+	code, resp = postJSON(t, s, "PutKv", `{"database":"shop","table":"customers","rows":[{"region":"eu"},{"cust_key":"x"}]}`)
+	if code != 400 || !strings.Contains(resp, "rows[0].cust_key") || !strings.Contains(resp, "rows[1].cust_key") {
+		t.Fatalf("bad rows: %d %s", code, resp)
+	}
+	code, resp = postJSON(t, s, "PrefixLookup", `{"database":"shop","table":"orders","prefixes":[{"id":1}]}`)
+	if code != 400 || !strings.Contains(resp, "region") {
+		t.Fatalf("prefix with the wrong columns: %d %s", code, resp)
+	}
+	code, resp = postJSON(t, s, "ProduceLog", `{"database":"shop","table":"customers","rows":[{"cust_key":5}]}`)
+	if code != 400 || !strings.Contains(resp, "primary-key") {
+		t.Fatalf("ProduceLog to a primary-key table: %d %s", code, resp)
+	}
+}

@@ -1,0 +1,64 @@
+package kv
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Returned errors wrap them with detail; compare with
+// errors.Is.
+var (
+	// ErrClosed: the tablet has been closed.
+	ErrClosed = errors.New("kv: tablet closed")
+	// ErrInvalidRecord: a PutKv record is bad input (a missing key column, a
+	// value that is not of its column's type, NULL in a NOT NULL column, a key
+	// that does not match its row, a partial update that omits the key).
+	// Returned as *RecordError; nothing of the batch was written.
+	ErrInvalidRecord = errors.New("kv: invalid record")
+	// ErrDeletionDisabled: a PutKv batch deletes a row of a table whose
+	// table.delete.behavior is DISABLE (Fluss DeletionDisabledException).
+	// Returned as *RecordError; nothing of the batch was written.
+	ErrDeletionDisabled = errors.New("kv: deletion disabled")
+	// ErrPartialUpdateUnsupported: a partial update on a table whose merge
+	// engine does not support one (first_row, versioned), or target columns
+	// that are not a valid partial update (Fluss InvalidTargetColumnException).
+	ErrPartialUpdateUnsupported = errors.New("kv: partial update not supported")
+	// ErrSchemaMismatch: a PutKv batch names a schema id other than the
+	// tablet's.
+	ErrSchemaMismatch = errors.New("kv: schema id mismatch")
+	// ErrAheadOfLog: Pebble holds rows flushed up to an offset the log no
+	// longer has (the log lost committed batches, e.g. a power cut with
+	// log fsync disabled). The KV cannot be reconciled with its changelog
+	// without a snapshot.
+	ErrAheadOfLog = errors.New("kv: kv store is ahead of its log")
+	// ErrTruncateBelowFlushed: the log was truncated below the offset already
+	// flushed into Pebble (committed data was removed, as after an unclean
+	// leader election). The KV must be rebuilt from a snapshot.
+	ErrTruncateBelowFlushed = errors.New("kv: truncation below the flushed offset")
+	// ErrBehindLog: PutKv on a tablet that has not applied every batch of
+	// its log (a promoted follower whose replica layer has not yet passed
+	// the last fetched batches to ApplyChangelog). Nothing was appended.
+	ErrBehindLog = errors.New("kv: kv has not applied the whole log")
+	// ErrCorrupt: bytes in Pebble or in the changelog that cannot be decoded
+	// with the tablet's schema.
+	ErrCorrupt = errors.New("kv: corrupt data")
+)
+
+// RecordError names the record of a PutKv batch (its index, from 0) and,
+// when one is at fault, the column that made the batch fail. It matches its
+// Err (ErrInvalidRecord, ErrDeletionDisabled) with errors.Is.
+type RecordError struct {
+	Index  int    // record index in the batch
+	Column string // column name; "" when no single column is at fault
+	Reason string
+	Err    error // the sentinel
+}
+
+func (e *RecordError) Error() string {
+	if e.Column != "" {
+		return fmt.Sprintf("%v: record %d, column %q: %s", e.Err, e.Index, e.Column, e.Reason)
+	}
+	return fmt.Sprintf("%v: record %d: %s", e.Err, e.Index, e.Reason)
+}
+
+func (e *RecordError) Unwrap() error { return e.Err }

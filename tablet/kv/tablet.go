@@ -1,0 +1,371 @@
+package kv
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+
+	"strom/record"
+	"strom/tablet/log"
+)
+
+// The key space of a bucket's Pebble database:
+//
+//	""            meta: the flushed log offset, int64 little-endian
+//	key (≥ 1 byte) a row: compacted primary key → KV value
+//
+// The meta key is the empty key. A compacted key is never empty — a key has
+// at least one column and every field encodes to at least one byte (an
+// empty STRING or BYTES is its one-byte length 0x00) — and a KV batch
+// record with an empty key is rejected as corrupt, so no row can land on
+// it. A 0x00-prefixed meta key would not do: BOOLEAN false, TINYINT 0 and
+// INT 0 all encode as 0x00, so rows can start with 0x00. The empty key sorts
+// before every other key, so data scans start at rowsLower and never see it.
+var (
+	metaFlushedKey = []byte{}
+	rowsLower      = []byte{0x00}
+)
+
+var le = binary.LittleEndian
+
+// Tablet is one bucket replica's primary-key store: rows in Pebble keyed
+// by compacted primary key, with the bucket's log as its write-ahead log
+// (the changelog). All exported methods are safe for concurrent use. See
+// DESIGN.md for the write path, recovery, invariants and lock order.
+type Tablet struct {
+	cfg         Config
+	lg          *slog.Logger
+	log         *log.Tablet
+	db          *pebble.DB
+	eng         *engine
+	schema      record.Schema
+	rows        *record.CompactedRowCodec
+	keys        *record.KeyCodec
+	compression record.ArrowCompression
+	// rawValues: a row decoded from a PutKv record re-encodes to the same
+	// bytes, so its stored value can be the record's bytes. True unless the
+	// table has FLOAT or DOUBLE columns, whose NaNs the codec canonicalizes
+	// on encoding (the changelog's fold would then differ from the store).
+	rawValues bool
+
+	// writeMu serializes the changes that extend or cut the buffer:
+	// PutKv, ApplyChangelog, TruncateTo, Close. Lock order: writeMu, then
+	// flushMu, then readMu, then mu.
+	writeMu sync.Mutex
+	builder *record.ArrowBuilder // guarded by writeMu
+
+	// flushMu serializes FlushTo's Pebble writes.
+	flushMu sync.Mutex
+
+	// mu guards the in-memory state; held only for memory operations.
+	mu struct {
+		sync.Mutex
+		buf         *preWriteBuffer
+		flushed     int64 // every change below it is in Pebble (the meta key's value)
+		end         int64 // offset after the last change buffered or flushed
+		leaderEpoch int32
+		closed      bool
+		snapshots   map[*Snapshot]struct{}
+	}
+
+	// readMu keeps Close from closing Pebble under a read: reads hold it
+	// shared for their Pebble calls, Close exclusively.
+	readMu sync.RWMutex
+}
+
+// Open opens (creating if needed) the Pebble database in cfg.Dir and
+// recovers the tablet from it and cfg.Log, which must already be open: it
+// reads the flushed offset from Pebble, raises the log's high watermark to
+// it if the log's checkpoint lagged (Pebble only ever holds committed rows,
+// so the true high watermark was at least that), replays the log from the
+// flushed offset to its end into the pre-write buffer, and flushes what is
+// below the high watermark. Afterwards Pebble equals the fold of the
+// changelog up to the high watermark. It fails with ErrAheadOfLog when
+// Pebble holds rows beyond the log's end, and with a wrapped ErrCorrupt
+// when the changelog cannot be decoded.
+func Open(cfg Config) (*Tablet, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	eng, err := newEngine(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := cfg.Table.Schema
+	rows, err := record.NewCompactedRowCodec(s.Columns)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := record.NewKeyCodec(s.Columns, s.PrimaryKey)
+	if err != nil {
+		return nil, err
+	}
+	comp, err := record.CompressionOf(cfg.Table)
+	if err != nil {
+		return nil, err
+	}
+	builder, err := record.NewArrowBuilder(s, nil)
+	if err != nil {
+		return nil, err
+	}
+	memTable := cfg.MemTableSize
+	if memTable == 0 {
+		memTable = DefaultMemTableSize
+	}
+	opts := &pebble.Options{
+		Cache:        cfg.Cache,
+		MemTableSize: memTable,
+		DisableWAL:   cfg.DisableWAL,
+		Logger:       pebbleLogger{cfg.logger().With("component", "kv", "dir", cfg.Dir)},
+	}
+	// Bloom filters: PutKv reads every key it writes, and most inserts
+	// miss; without filters each miss reads a data block of every level.
+	opts.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
+	db, err := pebble.Open(cfg.Dir, opts)
+	if err != nil {
+		builder.Release()
+		return nil, fmt.Errorf("kv: open pebble %s: %w", cfg.Dir, err)
+	}
+	t := &Tablet{
+		cfg: cfg, lg: cfg.logger().With("component", "kv", "dir", cfg.Dir), log: cfg.Log, db: db,
+		eng: eng, schema: s, rows: rows, keys: keys, compression: comp, builder: builder,
+	}
+	t.rawValues = true
+	for _, c := range s.Columns {
+		if c.Type.Root == record.Float || c.Type.Root == record.Double {
+			t.rawValues = false
+		}
+	}
+	t.mu.buf = newPreWriteBuffer()
+	t.mu.snapshots = map[*Snapshot]struct{}{}
+	if err := t.recover(); err != nil {
+		db.Close()
+		builder.Release()
+		return nil, err
+	}
+	return t, nil
+}
+
+// recover is Open's replay. Nothing else runs yet.
+func (t *Tablet) recover() error {
+	flushed, ok, err := t.readFlushed()
+	if err != nil {
+		return err
+	}
+	start, end := t.log.LogStartOffset(), t.log.LogEndOffset()
+	if !ok {
+		if start > 0 {
+			return fmt.Errorf("%w: pebble is empty and the log starts at %d; restore a snapshot", ErrAheadOfLog, start)
+		}
+		flushed = 0
+	}
+	if flushed > end {
+		return fmt.Errorf("%w: rows flushed up to offset %d, the log ends at %d", ErrAheadOfLog, flushed, end)
+	}
+	if flushed < start {
+		return fmt.Errorf("%w: rows flushed up to offset %d, the log now starts at %d; restore a snapshot", ErrAheadOfLog, flushed, start)
+	}
+	if hw := t.log.HighWatermark(); flushed > hw {
+		t.lg.Info("raising the high watermark to the flushed offset", "hw", hw, "flushed", flushed)
+		t.log.SetHighWatermark(flushed)
+	}
+	t.mu.flushed, t.mu.end = flushed, flushed
+	replayed := 0
+	for off := flushed; off < end; {
+		info, err := t.log.Read(off, 4<<20, end)
+		if err != nil {
+			return fmt.Errorf("kv: replay log from %d: %w", off, err)
+		}
+		if info.Batches == nil {
+			break
+		}
+		n, err := t.applyLocked(info.Batches)
+		if err != nil {
+			return fmt.Errorf("kv: replay log from %d: %w", off, err)
+		}
+		replayed += n
+		off = t.mu.end
+	}
+	hw := t.log.HighWatermark()
+	if err := t.FlushTo(hw); err != nil {
+		return err
+	}
+	t.lg.Info("recovered", "flushed", flushed, "replayed_rows", replayed, "hw", hw, "log_end", end,
+		"buffered", t.mu.buf.len())
+	return nil
+}
+
+func (t *Tablet) readFlushed() (int64, bool, error) {
+	v, closer, err := t.db.Get(metaFlushedKey)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("kv: read flushed offset: %w", err)
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0, false, fmt.Errorf("%w: flushed offset of %d bytes", ErrCorrupt, len(v))
+	}
+	return int64(le.Uint64(v)), true, nil
+}
+
+// Close closes the open snapshots and Pebble (flushing its memtable). It
+// does not close the log, and does not flush the pre-write buffer: those
+// rows are not committed, and Open replays them from the log. Later calls
+// of other methods return ErrClosed; Close itself may be called again.
+func (t *Tablet) Close() error {
+	t.writeMu.Lock()
+	defer t.writeMu.Unlock()
+	t.flushMu.Lock()
+	defer t.flushMu.Unlock()
+	t.mu.Lock()
+	if t.mu.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.mu.closed = true
+	snaps := t.mu.snapshots
+	t.mu.snapshots = nil
+	t.mu.Unlock()
+	t.readMu.Lock()
+	defer t.readMu.Unlock()
+	for s := range snaps {
+		s.closeLocked()
+	}
+	t.builder.Release()
+	if err := t.db.Close(); err != nil {
+		return fmt.Errorf("kv: close pebble: %w", err)
+	}
+	return nil
+}
+
+// BecomeLeader sets the leader epoch PutKv appends with. The replica
+// layer calls it when this replica becomes leader; the pre-write buffer
+// carries over (it holds the uncommitted tail of this replica's log).
+func (t *Tablet) BecomeLeader(epoch int32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.mu.leaderEpoch = epoch
+}
+
+// FlushedOffset is the offset below which every change is in Pebble.
+func (t *Tablet) FlushedOffset() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.mu.flushed
+}
+
+// Stats describes the pre-write buffer.
+type Stats struct {
+	FlushedOffset   int64 // every change below it is in Pebble
+	AppliedOffset   int64 // offset after the last change the KV holds (buffered or flushed)
+	BufferedEntries int   // changes waiting for the high watermark
+	BufferedBytes   int   // their key and value bytes
+}
+
+// Stats returns the tablet's offsets and buffer size.
+func (t *Tablet) Stats() Stats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return Stats{FlushedOffset: t.mu.flushed, AppliedOffset: t.mu.end,
+		BufferedEntries: t.mu.buf.len(), BufferedBytes: t.mu.buf.bytes}
+}
+
+// FlushTo writes the buffered changes below highWatermark into Pebble, in
+// one Pebble batch together with the new flushed offset, and drops them
+// from the buffer: Pebble only ever holds committed rows. The replica
+// layer calls it whenever the high watermark advances, on the leader and
+// on followers, and before it completes the acks=-1 PutKv requests the
+// advance satisfies, so that an acknowledged write is visible to Lookup.
+// A highWatermark at or below the flushed offset does nothing. The Pebble
+// write is not fsynced: the log is the WAL, and Open replays what Pebble
+// lost. It blocks on Pebble but not on PutKv or reads.
+func (t *Tablet) FlushTo(highWatermark int64) error {
+	t.flushMu.Lock()
+	defer t.flushMu.Unlock()
+	t.mu.Lock()
+	if t.mu.closed {
+		t.mu.Unlock()
+		return ErrClosed
+	}
+	// Flush whole changelog batches only: the log commits whole batches,
+	// and a high watermark inside one (which the replica layer does not
+	// produce) would otherwise split it between Pebble and the buffer.
+	upTo := t.mu.buf.boundary(min(highWatermark, t.mu.end), t.mu.flushed)
+	if upTo <= t.mu.flushed {
+		t.mu.Unlock()
+		return nil
+	}
+	es := append([]*bufEntry(nil), t.mu.buf.below(upTo)...)
+	t.mu.Unlock()
+
+	b := t.db.NewBatch()
+	defer b.Close()
+	for _, e := range es {
+		var err error
+		if e.value == nil {
+			err = b.Delete([]byte(e.key), nil)
+		} else {
+			err = b.Set([]byte(e.key), e.value, nil)
+		}
+		if err != nil {
+			return fmt.Errorf("kv: flush: %w", err)
+		}
+	}
+	var meta [8]byte
+	le.PutUint64(meta[:], uint64(upTo))
+	if err := b.Set(metaFlushedKey, meta[:], nil); err != nil {
+		return fmt.Errorf("kv: flush: %w", err)
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("kv: flush: %w", err)
+	}
+	t.mu.Lock()
+	t.mu.buf.drop(len(es))
+	t.mu.buf.dropEnds(upTo)
+	t.mu.flushed = upTo
+	t.mu.Unlock()
+	return nil
+}
+
+// TruncateTo forgets every change at or above offset, and the rest of a
+// changelog batch that holds offset (as the log does): the replica layer
+// calls it right after truncating the log to offset (a follower whose log
+// diverged from its new leader's). Only buffered changes can be dropped;
+// an offset below the flushed offset gives ErrTruncateBelowFlushed and
+// changes nothing (the KV must then be restored from a snapshot).
+func (t *Tablet) TruncateTo(offset int64) error {
+	t.writeMu.Lock()
+	defer t.writeMu.Unlock()
+	t.flushMu.Lock()
+	defer t.flushMu.Unlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.mu.closed {
+		return ErrClosed
+	}
+	if offset < t.mu.flushed {
+		return fmt.Errorf("%w: truncate to %d, rows are flushed up to %d", ErrTruncateBelowFlushed, offset, t.mu.flushed)
+	}
+	// The log drops a batch that holds offset whole; so does the buffer.
+	end := t.mu.buf.boundary(offset, t.mu.flushed)
+	t.mu.buf.truncateTo(end)
+	t.mu.end = end
+	return nil
+}
+
+// pebbleLogger drops Pebble's informational logs, passes its errors to the
+// tablet's logger and keeps its fatal ones fatal.
+type pebbleLogger struct{ lg *slog.Logger }
+
+func (pebbleLogger) Infof(string, ...any) {}
+func (l pebbleLogger) Errorf(format string, a ...any) {
+	l.lg.Error("pebble error", "msg", fmt.Sprintf(format, a...))
+}
+func (pebbleLogger) Fatalf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }
