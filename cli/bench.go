@@ -25,7 +25,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 		Short: "Measure produce, consume, column pruning, upsert and lookup throughput against a running node",
 	}
 	cmd.AddCommand(newBenchProduceCmd(g), newBenchConsumeCmd(g), newBenchPruningCmd(g),
-		newBenchUpsertCmd(g), newBenchLookupCmd(g))
+		newBenchUpsertCmd(g), newBenchLookupCmd(g), newBenchZKCmd())
 	return cmd
 }
 

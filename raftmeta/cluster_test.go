@@ -25,6 +25,11 @@ type testCluster struct {
 }
 
 func newTestCluster(t *testing.T, size int) *testCluster {
+	return newTestClusterWith(t, size, nil)
+}
+
+// newTestClusterWith lets configure adjust each node's Config first.
+func newTestClusterWith(t *testing.T, size int, configure func(i int, cfg *Config)) *testCluster {
 	c := &testCluster{t: t, cut: make(map[[2]int]bool)}
 	for i := range size {
 		cfg := fastTimings(DefaultConfig())
@@ -35,6 +40,9 @@ func newTestCluster(t *testing.T, size int) *testCluster {
 		cfg.SnapshotThreshold = 32
 		cfg.SnapshotInterval = 50 * time.Millisecond
 		cfg.TrailingLogs = 8
+		if configure != nil {
+			configure(i, &cfg)
+		}
 		addr, tr := raft.NewInmemTransport("")
 		c.cfgs = append(c.cfgs, cfg)
 		c.addrs = append(c.addrs, addr)

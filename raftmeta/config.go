@@ -52,6 +52,12 @@ type Config struct {
 	// TrailingLogs is the number of log entries kept after a snapshot so
 	// that a slightly lagging follower needs no snapshot (default 10240).
 	TrailingLogs uint64
+	// ForwardAddr maps the leader's NodeID to the host:port where it serves
+	// ForwardHandler (at ForwardPath, over HTTP/1.1 or h2c); "" when
+	// unknown. With it set, a follower forwards writes, session commands,
+	// heartbeats (Touch) and Sync to the leader instead of answering
+	// *NotLeaderError. Nil disables forwarding.
+	ForwardAddr func(nodeID string) string
 	// SessionCheckInterval is how often the leader looks for expired
 	// sessions, empty containers and expired TTL nodes (default 500ms, at
 	// least 1ms).

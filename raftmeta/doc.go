@@ -9,8 +9,11 @@
 // through the leader's Raft log; reads are served from the local replica
 // (ZooKeeper's sequential consistency, with Sync to catch up).
 //
+// Followers forward writes, session commands, heartbeats and Sync to the
+// leader over a small HTTP call (forward.go) when Config.ForwardAddr is set.
+//
 // It does not own the ZooKeeper wire protocol (package zkwire), the znode
-// layout of Strom's catalog, forwarding of writes from followers, or
-// membership discovery. See DESIGN.md for the formats, invariants and lock
-// order.
+// layout of Strom's catalog, or membership discovery (who maps a leader's
+// NodeID to its forwarding address). See DESIGN.md for the formats,
+// invariants and lock order.
 package raftmeta

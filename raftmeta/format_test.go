@@ -214,7 +214,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	}
 
 	// Restore fires no watches.
-	w := h2.f.watches.newWatcher()
+	w := h2.f.watches.newWatcher(false)
 	defer w.Close()
 	h2.f.addWatch("/", w, WatchPersistentRecursive)
 	if err := h2.f.Restore(io.NopCloser(bytes.NewReader(b1))); err != nil {

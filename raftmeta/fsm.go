@@ -227,6 +227,12 @@ func (f *fsm) get(path string, w *Watcher) ([]byte, Stat, error) {
 }
 
 func (f *fsm) children(path string, w *Watcher) ([]string, Stat, error) {
+	return f.childrenOrdered(path, w, false)
+}
+
+// childrenOrdered returns the children sorted, or with zkOrder in
+// ZooKeeper's order.
+func (f *fsm) childrenOrdered(path string, w *Watcher, zkOrder bool) ([]string, Stat, error) {
 	if err := validatePath(path); err != nil {
 		return nil, Stat{}, err
 	}
@@ -238,6 +244,9 @@ func (f *fsm) children(path string, w *Watcher) ([]string, Stat, error) {
 	}
 	if w != nil {
 		f.watches.add(tableChild, path, w, modeStandard)
+	}
+	if zkOrder {
+		return n.zkChildren(), n.stat(), nil
 	}
 	return n.sortedChildren(), n.stat(), nil
 }
@@ -318,4 +327,46 @@ func (f *fsm) reapable(nowMs int64) []string {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.mu.t.reapable(nowMs)
+}
+
+func (f *fsm) session(id int64) (Session, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	s, ok := f.mu.t.sessions[id]
+	if !ok {
+		return Session{}, false
+	}
+	return s.public(), true
+}
+
+func (f *fsm) nodeCount() int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return len(f.mu.t.nodes)
+}
+
+// descendants counts the nodes below path (not path itself).
+func (f *fsm) descendants(path string) (int, error) {
+	if err := validatePath(path); err != nil {
+		return 0, err
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	n, ok := f.mu.t.nodes[path]
+	if !ok {
+		return 0, pathErr(ErrNoNode, path)
+	}
+	var count func(p string, n *znode) int
+	count = func(p string, n *znode) int {
+		c := 0
+		for name := range n.children {
+			cp := p + "/" + name
+			if p == "/" {
+				cp = "/" + name
+			}
+			c += 1 + count(cp, f.mu.t.nodes[cp])
+		}
+		return c
+	}
+	return count(path, n), nil
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -38,6 +39,14 @@ type Node struct {
 	leadership chan bool // Leadership()
 	ready      atomic.Bool
 	nonce      atomic.Uint64
+
+	// Forwarding to the leader (forward.go); httpc is nil without it.
+	httpc        *http.Client
+	touchMu      sync.Mutex
+	touchPending map[int64]struct{} // guarded by touchMu
+	touchNotify  chan struct{}      // capacity 1
+	baseCtx      context.Context    // cancelled by Close
+	baseCancel   context.CancelFunc
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -119,6 +128,16 @@ func open(cfg Config, trans raft.Transport, logs raft.LogStore, stable raft.Stab
 		notifyCh:   make(chan bool, 16),
 		leadership: make(chan bool),
 		stop:       make(chan struct{}),
+
+		touchPending: make(map[int64]struct{}),
+		touchNotify:  make(chan struct{}, 1),
+	}
+	n.baseCtx, n.baseCancel = context.WithCancel(context.Background())
+	if n.forwarding() {
+		n.httpc = &http.Client{Transport: &http.Transport{
+			MaxIdleConnsPerHost: 16,
+			IdleConnTimeout:     time.Minute,
+		}}
 	}
 	n.nonce.Store(rand.Uint64())
 	n.fsm = newFSM(lg, n.watches)
@@ -134,6 +153,12 @@ func open(cfg Config, trans raft.Transport, logs raft.LogStore, stable raft.Stab
 	rc.SnapshotInterval = cfg.SnapshotInterval
 	rc.TrailingLogs = cfg.TrailingLogs
 	rc.NotifyCh = n.notifyCh
+	// Buffer applyCh (MaxAppendEntries entries) so that proposers do not
+	// wait for the leader's disk write in progress: the next batch then
+	// holds every write proposed meanwhile (group commit). It gives up
+	// raft.Apply's enqueue timeout, which propose does not use (its waits
+	// are bounded by ctx).
+	rc.BatchApplyCh = true
 	rc.Logger = newHCLogger(cfg.logger().With("component", "raft"))
 	// A removed node keeps its Raft instance (as a non-member follower)
 	// instead of shutting it down behind the Node's back.
@@ -165,6 +190,10 @@ func open(cfg Config, trans raft.Transport, logs raft.LogStore, stable raft.Stab
 	}
 	n.wg.Add(1)
 	go n.monitor()
+	if n.forwarding() {
+		n.wg.Add(1)
+		go n.touchLoop()
+	}
 	lg.Info("node started", "addr", string(trans.LocalAddr()), "existing_state", hasState)
 	return n, nil
 }
@@ -181,7 +210,11 @@ func (n *Node) Close() error {
 			errs = append(errs, fmt.Errorf("raftmeta: raft shutdown: %w", err))
 		}
 		close(n.stop)
+		n.baseCancel()
 		n.wg.Wait()
+		if n.httpc != nil {
+			n.httpc.CloseIdleConnections()
+		}
 		n.watches.closeAll()
 		for _, c := range n.closers {
 			if err := c.Close(); err != nil {
@@ -300,33 +333,92 @@ func (n *Node) notLeaderErr(cause error) error {
 	return &NotLeaderError{LeaderID: string(id), LeaderAddr: string(addr), Cause: cause}
 }
 
-// propose appends c to the Raft log and waits for this node's FSM to apply
-// it, for ctx, or for shutdown. The error is about the proposal (not the
-// leader, stopped, ctx); the command's own outcome is in the result.
+// errNotProposed: proposeLocal found this node not leading; nothing was
+// proposed.
+var errNotProposed = errors.New("raftmeta: not leader, not proposed")
+
+// forwardable reports whether a follower may forward commands of type t.
+func forwardable(t CommandType) bool {
+	switch t {
+	case CmdOp, CmdMulti, CmdCreateSession, CmdCloseSession:
+		return true
+	}
+	return false
+}
+
+// propose proposes c here when this node leads, else (with forwarding
+// configured and for client commands) through the leader; see proposeLocal.
 func (n *Node) propose(ctx context.Context, c *command) (applyResult, error) {
-	if err := ctx.Err(); err != nil {
+	for {
+		res, err := n.proposeLocal(ctx, c)
+		if !errors.Is(err, errNotProposed) {
+			return res, err
+		}
+		if !n.forwarding() || !forwardable(c.Type) {
+			return applyResult{}, n.notLeaderErr(nil)
+		}
+		res, err = n.forwardPropose(ctx, c)
+		if !errors.Is(err, errLocalLeader) {
+			return res, err
+		}
+	}
+}
+
+// proposeLocal appends c to the Raft log and waits for this node's FSM to
+// apply it, for ctx, or for shutdown. The error is about the proposal
+// (errNotProposed, lost leadership, stopped, ctx); the command's own
+// outcome is in the result.
+func (n *Node) proposeLocal(ctx context.Context, c *command) (applyResult, error) {
+	p, err := n.proposeStart(ctx, c)
+	if err != nil {
 		return applyResult{}, err
+	}
+	return p.wait()
+}
+
+// inflight is a command handed to raft whose outcome is awaited by wait,
+// which must be called exactly once (it releases the registration).
+type inflight struct {
+	n   *Node
+	ctx context.Context
+	c   *command
+	ch  <-chan waitOutcome
+}
+
+// proposeStart registers c and hands it to raft; it returns once raft has
+// accepted the entry (so entries started one after the other from one
+// goroutine are logged in that order) or failed: errNotProposed when this
+// node does not lead, ctx's error, ErrStopped.
+func (n *Node) proposeStart(ctx context.Context, c *command) (*inflight, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	c.Nonce = n.nextNonce()
 	ch, err := n.waits.register(c.Nonce)
 	if err != nil {
 		if errors.Is(err, ErrNotLeader) {
-			return applyResult{}, n.notLeaderErr(nil)
+			return nil, errNotProposed
 		}
-		return applyResult{}, err
+		return nil, err
 	}
-	defer n.waits.cancel(c.Nonce)
 	var timeout time.Duration
 	if dl, ok := ctx.Deadline(); ok {
 		if timeout = time.Until(dl); timeout <= 0 {
-			return applyResult{}, ctx.Err()
+			n.waits.cancel(c.Nonce)
+			return nil, ctx.Err()
 		}
 	}
 	// The future is not waited on: the outcome arrives through ch (see
 	// waits). An enqueue failure surfaces as ctx expiry or shutdown.
 	_ = n.raft.Apply(encodeCommand(c), timeout)
+	return &inflight{n: n, ctx: ctx, c: c, ch: ch}, nil
+}
+
+func (p *inflight) wait() (applyResult, error) {
+	n := p.n
+	defer n.waits.cancel(p.c.Nonce)
 	select {
-	case out := <-ch:
+	case out := <-p.ch:
 		switch {
 		case errors.Is(out.err, errLeadershipChanged):
 			return applyResult{}, n.notLeaderErr(raft.ErrLeadershipLost)
@@ -334,17 +426,98 @@ func (n *Node) propose(ctx context.Context, c *command) (applyResult, error) {
 			return applyResult{}, out.err
 		}
 		return out.res, nil
-	case <-ctx.Done():
-		return applyResult{}, ctx.Err()
+	case <-p.ctx.Done():
+		return applyResult{}, p.ctx.Err()
 	case <-n.stop:
 		return applyResult{}, ErrStopped
 	}
+}
+
+// Proposal is a write (DoAsync, MultiAsync) whose outcome is not known yet.
+// Call Wait exactly once.
+type Proposal struct {
+	fl    *inflight // nil when the outcome was known at once
+	multi bool
+	ops   []Op
+	res   applyResult
+	err   error
+}
+
+// DoAsync is Do split in two: it returns once the operation is in the
+// leader's Raft log queue, so that operations started one after the other
+// from one goroutine are applied in that order while their commits
+// overlap (pipelining). Wait returns what Do would. On a follower (with
+// forwarding) it forwards synchronously and Wait returns at once.
+func (n *Node) DoAsync(ctx context.Context, session int64, op Op) *Proposal {
+	if err := prevalidate(&op); err != nil {
+		return &Proposal{ops: []Op{op}, res: applyResult{results: []OpResult{{Path: op.Path, Err: err}}, err: err}}
+	}
+	c := newCommand(CmdOp)
+	c.Session = session
+	c.Ops = []Op{op}
+	return n.startProposal(ctx, c, false)
+}
+
+// MultiAsync is Multi split like DoAsync; Wait returns what Multi would.
+func (n *Node) MultiAsync(ctx context.Context, session int64, ops ...Op) *Proposal {
+	for i := range ops {
+		if err := prevalidate(&ops[i]); err != nil {
+			res, merr := n.Multi(ctx, session, ops...)
+			return &Proposal{multi: true, ops: ops, res: applyResult{results: res, err: merr}}
+		}
+	}
+	c := newCommand(CmdMulti)
+	c.Session = session
+	c.Ops = ops
+	return n.startProposal(ctx, c, true)
+}
+
+func (n *Node) startProposal(ctx context.Context, c *command, multi bool) *Proposal {
+	p := &Proposal{multi: multi, ops: c.Ops}
+	fl, err := n.proposeStart(ctx, c)
+	switch {
+	case err == nil:
+		p.fl = fl
+	case errors.Is(err, errNotProposed):
+		p.res, p.err = n.propose(ctx, c)
+	default:
+		p.err = err
+	}
+	return p
+}
+
+// Wait returns the outcome: for DoAsync one result and the op's or the
+// proposal's error (as Do); for MultiAsync the results and a *MultiError or
+// the proposal's error (as Multi).
+func (p *Proposal) Wait() ([]OpResult, error) {
+	res, err := p.res, p.err
+	if p.fl != nil {
+		res, err = p.fl.wait()
+		p.fl = nil
+	}
+	if err != nil {
+		if p.multi {
+			return nil, err
+		}
+		path := ""
+		if len(p.ops) > 0 {
+			path = p.ops[0].Path
+		}
+		return []OpResult{{Path: path, Err: err}}, err
+	}
+	return res.results, res.err
 }
 
 // barrier commits a no-op entry; once this node's FSM applies it, the FSM
 // holds every entry before it.
 func (n *Node) barrier(ctx context.Context) error {
 	_, err := n.propose(ctx, newCommand(CmdNoop))
+	return err
+}
+
+// barrierLocal is barrier without the conversion of errNotProposed.
+func (n *Node) barrierLocal(ctx context.Context) error {
+	_, err := n.proposeLocal(ctx, newCommand(CmdNoop))
 	return err
 }
 
@@ -492,7 +665,8 @@ func prevalidate(op *Op) error {
 }
 
 // Do applies one operation through Raft in session (0: no session; ephemeral
-// creates need one). The error is the operation's (ErrNoNode, ErrBadVersion,
+// creates need one). On a follower with Config.ForwardAddr it goes through
+// the leader, and returns once this replica shows the result. The error is the operation's (ErrNoNode, ErrBadVersion,
 // ...) or the proposal's (*NotLeaderError, ErrStopped, ctx's error).
 func (n *Node) Do(ctx context.Context, session int64, op Op) (OpResult, error) {
 	if err := prevalidate(&op); err != nil {
@@ -587,12 +761,19 @@ func (n *Node) Ephemerals(session int64) []string { return n.fsm.ephemerals(sess
 func (n *Node) LastZxid() int64 { return n.fsm.lastZxid.Load() }
 
 // Sync returns once local reads see every write committed before the call.
-// On the leader it is Barrier. On a follower it waits until the FSM has
-// applied everything up to the commit index the follower knows; that index
-// trails the leader's by up to one heartbeat (CommitTimeout), so a write
-// committed in that window may not be visible yet. Forwarding Sync to the
-// leader (ZooKeeper's behaviour) needs write forwarding, which is not built.
+// On the leader it is Barrier. On a follower with forwarding it asks the
+// leader for a barrier and waits until this FSM has applied it (ZooKeeper's
+// sync). Without forwarding it waits until the FSM has applied everything
+// up to the commit index the follower knows; that index trails the
+// leader's by up to one heartbeat (CommitTimeout), so a write committed in
+// that window may not be visible yet.
 func (n *Node) Sync(ctx context.Context) error {
+	if n.forwarding() {
+		err := n.forwardSync(ctx)
+		if !errors.Is(err, errLocalLeader) {
+			return err
+		}
+	}
 	if n.IsLeader() {
 		err := n.Barrier(ctx)
 		if err == nil || !errors.Is(err, ErrNotLeader) {
@@ -645,7 +826,13 @@ func (n *Node) lastCommandAtOrBelow(idx uint64) int64 {
 // to apply. A nil Watcher registers nothing.
 
 // NewWatcher returns a Watcher; Close it when done (Node.Close closes all).
-func (n *Node) NewWatcher() *Watcher { return n.watches.newWatcher() }
+func (n *Node) NewWatcher() *Watcher { return n.watches.newWatcher(false) }
+
+// NewPolledWatcher returns a Watcher without a delivery goroutine: the
+// consumer waits on Ready and calls Take, which lets it order events with
+// its own replies (the ZooKeeper shim does). Events is closed and unused.
+// Close it when done.
+func (n *Node) NewPolledWatcher() *Watcher { return n.watches.newWatcher(true) }
 
 // GetW is Get plus a one-shot data watch (NodeDataChanged, NodeDeleted),
 // registered only if the node exists.
@@ -655,6 +842,13 @@ func (n *Node) GetW(path string, w *Watcher) ([]byte, Stat, error) { return n.fs
 // NodeDeleted), registered only if the node exists.
 func (n *Node) ChildrenW(path string, w *Watcher) ([]string, Stat, error) {
 	return n.fsm.children(path, w)
+}
+
+// ZKChildren is ChildrenW with the names in the order ZooKeeper returns
+// them: the iteration order of its children HashSet (see childorder.go),
+// which the ZooKeeper shim must reproduce. w may be nil.
+func (n *Node) ZKChildren(path string, w *Watcher) ([]string, Stat, error) {
+	return n.fsm.childrenOrdered(path, w, true)
 }
 
 // ExistsW is Exists plus a one-shot data watch, registered even when the
@@ -680,4 +874,24 @@ func (n *Node) RemoveWatches(path string, w *Watcher, t WatcherType) error {
 		return fmt.Errorf("%w: nil watcher", ErrBadArguments)
 	}
 	return n.watches.removeWatches(path, w, t)
+}
+
+// NodeCount returns the number of znodes in this replica, reserved ones
+// included.
+func (n *Node) NodeCount() int { return n.fsm.nodeCount() }
+
+// CountDescendants returns the number of nodes below path (ZooKeeper's
+// getAllChildrenNumber), or ErrNoNode.
+func (n *Node) CountDescendants(path string) (int, error) { return n.fsm.descendants(path) }
+
+// CheckWatches reports, as RemoveWatches would, whether w has watches of
+// type t on path, without removing them: nil, or ErrNoWatcher.
+func (n *Node) CheckWatches(path string, w *Watcher, t WatcherType) error {
+	if err := validatePath(path); err != nil {
+		return err
+	}
+	if w == nil {
+		return fmt.Errorf("%w: nil watcher", ErrBadArguments)
+	}
+	return n.watches.matchWatches(path, w, t, false)
 }

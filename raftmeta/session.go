@@ -113,12 +113,17 @@ func (n *Node) CloseSession(ctx context.Context, id int64) error {
 	return res.err
 }
 
-// Touch records a heartbeat of session id on this node; ids unknown to this
-// replica are ignored. Only the leader's record counts for expiry
-// (forwarding heartbeats to the leader is not built yet). It does not block.
+// Touch records a heartbeat of session id; ids unknown to this replica are
+// ignored. Only the leader's record counts for expiry: a follower with
+// forwarding (Config.ForwardAddr) queues the heartbeat for the leader,
+// batched with others and sent at once. It does not block.
 func (n *Node) Touch(id int64) {
-	if n.fsm.hasSession(id) {
-		n.tracker.touch(id, time.Now())
+	if !n.fsm.hasSession(id) {
+		return
+	}
+	n.tracker.touch(id, time.Now())
+	if n.forwarding() && !n.IsLeader() {
+		n.queueTouch(id)
 	}
 }
 
@@ -173,3 +178,7 @@ func (n *Node) reapNodes(ctx context.Context) {
 		}
 	}
 }
+
+// Session returns session id as this replica's FSM holds it (with its
+// password), or false when it does not exist here.
+func (n *Node) Session(id int64) (Session, bool) { return n.fsm.session(id) }

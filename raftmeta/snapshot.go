@@ -9,10 +9,16 @@ import (
 
 // Snapshot format (big-endian, see DESIGN.md):
 //
-//	header:  magic "RMETASNP" | version u16 (1) | lastZxid i64
+//	header:  magic "RMETASNP" | version u16 (2; 1 is still read) | lastZxid i64
 //	records: kind u8 then the body
 //	  1 node:    path str | data bytes | czxid mzxid pzxid ctime mtime i64 |
-//	             version cversion aversion i32 | ephemeralOwner i64 | acl list
+//	             version cversion aversion i32 | ephemeralOwner i64 | acl list |
+//	             (version 2:) childCap i32 | childNext u64 | stamp u64
+//
+// childCap and childNext are the node's childOrder state, stamp its own
+// insertion stamp in its parent's (0 for the root). A version 1 snapshot
+// has none: children are then added in path order, as a restarted
+// ZooKeeper re-adds them from its snapshot.
 //	  2 session: id i64 | timeoutMs i64 | password bytes
 //	  255 end:   nodeCount u32 | sessionCount u32 | crc32c u32 of every byte before it
 //
@@ -23,7 +29,7 @@ import (
 var snapshotMagic = []byte("RMETASNP")
 
 const (
-	snapshotVersion = 1
+	snapshotVersion = 2
 
 	recNode    = 1
 	recSession = 2
@@ -57,6 +63,16 @@ func encodeSnapshot(t *tree) []byte {
 		e.i32(n.st.aversion)
 		e.i64(n.st.ephemeralOwner)
 		e.acls(n.acl)
+		e.i32(n.order.cap)
+		e.u64(n.order.next)
+		var stamp uint64
+		if p != "/" {
+			parent, name := splitPath(p)
+			if pn := t.nodes[parent]; pn != nil {
+				stamp = pn.order.stamps[name]
+			}
+		}
+		e.u64(stamp)
 	}
 	sessions := t.sortedSessions()
 	for _, s := range sessions {
@@ -87,9 +103,15 @@ func decodeSnapshot(b []byte) (*tree, error) {
 	if v := d.u8("version hi"); v != 0 {
 		return fail("unsupported version")
 	}
-	if v := d.u8("version"); v != snapshotVersion {
-		return fail("unsupported version %d", v)
+	version := d.u8("version")
+	if version != 1 && version != snapshotVersion {
+		return fail("unsupported version %d", version)
 	}
+	type parentStamp struct {
+		parent string
+		stamp  uint64
+	}
+	seen := make(map[parentStamp]bool)
 	t := emptyTree()
 	t.lastZxid = d.i64("last zxid")
 	var lastPath string
@@ -118,8 +140,17 @@ func decodeSnapshot(b []byte) (*tree, error) {
 			n.st.aversion = d.i32("aversion")
 			n.st.ephemeralOwner = d.i64("ephemeral owner")
 			n.acl = d.acls("node acl")
+			var stamp uint64
+			if version >= 2 {
+				n.order.cap = d.i32("child capacity")
+				n.order.next = d.u64("child stamp counter")
+				stamp = d.u64("stamp")
+			}
 			if d.err != nil {
 				break
+			}
+			if c := n.order.cap; (c == 0) != (n.order.next == 0) || (c != 0 && (c < 8 || c > 1<<30 || c&(c-1) != 0)) {
+				return fail("node %q has child capacity %d and counter %d", p, c, n.order.next)
 			}
 			if err := validatePath(p); err != nil {
 				return fail("node path: %v", err)
@@ -127,6 +158,9 @@ func decodeSnapshot(b []byte) (*tree, error) {
 			if nodes == 0 {
 				if p != "/" {
 					return fail("first node is %q, not the root", p)
+				}
+				if stamp != 0 {
+					return fail("root has stamp %d", stamp)
 				}
 			} else {
 				if p <= lastPath {
@@ -140,7 +174,16 @@ func decodeSnapshot(b []byte) (*tree, error) {
 				if isSessionOwner(parent.st.ephemeralOwner) {
 					return fail("node %q is the child of an ephemeral", p)
 				}
-				parent.children[name] = struct{}{}
+				if version < 2 {
+					parent.addChild(name)
+				} else {
+					key := parentStamp{parentPath, stamp}
+					if stamp == 0 || stamp > parent.order.next || seen[key] {
+						return fail("node %q has stamp %d (parent counter %d)", p, stamp, parent.order.next)
+					}
+					seen[key] = true
+					parent.restoreChild(name, stamp)
+				}
 			}
 			if n.acl == nil {
 				return fail("node %q has no ACL", p)

@@ -13,6 +13,7 @@ type znode struct {
 	acl      []ACL
 	st       persistedStat
 	children map[string]struct{}
+	order    childOrder // ZooKeeper's iteration order of children (childorder.go)
 }
 
 // persistedStat is ZooKeeper's StatPersisted: the stat fields that are stored;
@@ -39,6 +40,32 @@ func (n *znode) stat() Stat {
 		NumChildren:    int32(len(n.children)),
 	}
 }
+
+// addChild adds name as the newest child.
+func (n *znode) addChild(name string) {
+	n.children[name] = struct{}{}
+	n.order.add(name, n.children)
+}
+
+// removeChild removes name and returns its insertion stamp.
+func (n *znode) removeChild(name string) uint64 {
+	delete(n.children, name)
+	st := n.order.stamps[name]
+	delete(n.order.stamps, name)
+	return st
+}
+
+// restoreChild puts back a child removed by removeChild (undo).
+func (n *znode) restoreChild(name string, stamp uint64) {
+	n.children[name] = struct{}{}
+	if n.order.stamps == nil {
+		n.order.stamps = make(map[string]uint64)
+	}
+	n.order.stamps[name] = stamp
+}
+
+// zkChildren returns the children in ZooKeeper's order.
+func (n *znode) zkChildren() []string { return n.order.ordered(n.children) }
 
 func (n *znode) sortedChildren() []string {
 	out := make([]string, 0, len(n.children))
@@ -86,10 +113,14 @@ func emptyTree() *tree {
 // "/zookeeper/config" (READ_ACL_UNSAFE, aversion -1 as ZooKeeper sets it).
 func newTree() *tree {
 	t := emptyTree()
-	t.nodes["/"] = &znode{data: []byte{}, acl: OpenACL(), children: map[string]struct{}{"zookeeper": {}}}
-	t.nodes["/zookeeper"] = &znode{data: []byte{}, acl: OpenACL(), children: map[string]struct{}{"quota": {}, "config": {}}}
+	t.nodes["/"] = &znode{data: []byte{}, acl: OpenACL(), children: map[string]struct{}{}}
+	t.nodes["/zookeeper"] = &znode{data: []byte{}, acl: OpenACL(), children: map[string]struct{}{}}
 	t.nodes["/zookeeper/quota"] = &znode{data: []byte{}, acl: OpenACL(), children: map[string]struct{}{}}
 	t.nodes["/zookeeper/config"] = &znode{data: []byte{}, acl: readACL(), st: persistedStat{aversion: -1}, children: map[string]struct{}{}}
+	// In ZooKeeper's DataTree constructor order.
+	t.nodes["/"].addChild("zookeeper")
+	t.nodes["/zookeeper"].addChild("quota")
+	t.nodes["/zookeeper"].addChild("config")
 	return t
 }
 
@@ -316,16 +347,18 @@ func (x *txn) create(op *Op) OpResult {
 		children: make(map[string]struct{}),
 	}
 	oldCversion, oldPzxid := parent.st.cversion, parent.st.pzxid
+	oldNext, oldCap := parent.order.next, parent.order.cap
 	parent.st.cversion++
 	parent.st.pzxid = x.zxid
-	parent.children[name] = struct{}{}
+	parent.addChild(name)
 	x.t.nodes[path] = n
 	x.t.index(path, owner)
 	t := x.t
 	x.undo = append(x.undo, func() {
 		t.unindex(path, owner)
 		delete(t.nodes, path)
-		delete(parent.children, name)
+		parent.removeChild(name)
+		parent.order.next, parent.order.cap = oldNext, oldCap
 		parent.st.cversion, parent.st.pzxid = oldCversion, oldPzxid
 	})
 	x.fire(NodeCreated, path)
@@ -379,7 +412,7 @@ func (x *txn) removeNode(path string, n *znode) {
 	parentPath, name := splitPath(path)
 	parent := x.t.nodes[parentPath]
 	oldPzxid := parent.st.pzxid
-	delete(parent.children, name)
+	stamp := parent.removeChild(name)
 	if x.zxid > parent.st.pzxid {
 		parent.st.pzxid = x.zxid
 	}
@@ -390,7 +423,7 @@ func (x *txn) removeNode(path string, n *znode) {
 	x.undo = append(x.undo, func() {
 		t.nodes[path] = n
 		t.index(path, owner)
-		parent.children[name] = struct{}{}
+		parent.restoreChild(name, stamp)
 		parent.st.pzxid = oldPzxid
 	})
 	x.fire(NodeDeleted, path)

@@ -552,7 +552,7 @@ func TestContainerAndTTLReaping(t *testing.T) {
 	wantErr(t, reap("/t"), nil)
 }
 
-func newWatcherOn(h *harness) *Watcher { return h.f.watches.newWatcher() }
+func newWatcherOn(h *harness) *Watcher { return h.f.watches.newWatcher(false) }
 
 func TestWatchTriggers(t *testing.T) {
 	h := newHarness(t)

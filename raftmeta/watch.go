@@ -178,8 +178,40 @@ func (wm *watchManager) deliverLocked(table watchTableID, path string, ev Event,
 // watch on the path, Persistent and PersistentRecursive only those (the
 // semantics of ZooKeeper 3.9).
 func (wm *watchManager) removeWatches(path string, w *Watcher, t WatcherType) error {
+	return wm.matchWatches(path, w, t, true)
+}
+
+// matchWatches finds (and with remove, removes) w's watches of type t on
+// path; ErrNoWatcher when none matches.
+func (wm *watchManager) matchWatches(path string, w *Watcher, t WatcherType, remove bool) error {
 	wm.mu.Lock()
 	defer wm.mu.Unlock()
+	if !remove {
+		var modes [2]watchModes
+		for i := range modes {
+			modes[i] = wm.mu.tables[i].paths[path][w]
+		}
+		data, child := modes[tableData], modes[tableChild]
+		var found bool
+		switch t {
+		case WatcherChildren:
+			found = child&modeStandard != 0
+		case WatcherData:
+			found = data&modeStandard != 0
+		case WatcherAny:
+			found = data|child != 0
+		case WatcherPersistent:
+			found = (data|child)&modePersistent != 0
+		case WatcherPersistentRecursive:
+			found = data&modeRecursive != 0
+		default:
+			return fmt.Errorf("%w: unknown watcher type %d", ErrBadArguments, t)
+		}
+		if !found {
+			return fmt.Errorf("%w: %s (type %d)", ErrNoWatcher, path, t)
+		}
+		return nil
+	}
 	data, child := &wm.mu.tables[tableData], &wm.mu.tables[tableChild]
 	all := modeStandard | modePersistent | modeRecursive
 	var removed bool
@@ -207,9 +239,10 @@ func (wm *watchManager) removeWatches(path string, w *Watcher, t WatcherType) er
 	return nil
 }
 
-func (wm *watchManager) newWatcher() *Watcher {
+func (wm *watchManager) newWatcher(polled bool) *Watcher {
 	w := &Watcher{
 		wm:     wm,
+		polled: polled,
 		regs:   make(map[watchReg]struct{}),
 		ch:     make(chan Event),
 		notify: make(chan struct{}, 1),
@@ -228,6 +261,10 @@ func (wm *watchManager) newWatcher() *Watcher {
 		close(w.done)
 		close(w.ch)
 		close(w.exited)
+		return w
+	}
+	if polled {
+		// No pump: the consumer calls Take; Close closes ch and exited.
 		return w
 	}
 	go w.pump()
@@ -265,6 +302,7 @@ func (wm *watchManager) closeAll() {
 // Watcher is safe for concurrent use.
 type Watcher struct {
 	wm     *watchManager
+	polled bool                  // NewPolledWatcher: Take instead of Events
 	regs   map[watchReg]struct{} // guarded by wm.mu
 	ch     chan Event
 	notify chan struct{} // capacity 1: "the queue may be non-empty"
@@ -277,6 +315,28 @@ type Watcher struct {
 		queue  []Event
 		closed bool
 	}
+}
+
+// Ready returns a channel that receives a value (capacity 1, coalesced)
+// after events are queued; for a polled watcher (NewPolledWatcher) only.
+// A receive means "call Take"; Take may then return nothing.
+func (w *Watcher) Ready() <-chan struct{} { return w.notify }
+
+// Take removes and returns every queued event, in apply order; for a polled
+// watcher only (it returns nil for a pumped one). Because events are queued
+// while the FSM applies the change, under the lock reads take, Take after a
+// read returns every event of every change that read observed: a consumer
+// that calls Take before sending a read's reply delivers events before the
+// data that triggered them. It does not block.
+func (w *Watcher) Take() []Event {
+	if !w.polled {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := w.mu.queue
+	w.mu.queue = nil
+	return q
 }
 
 // Events returns the channel events arrive on. It is closed after Close (or
@@ -294,6 +354,10 @@ func (w *Watcher) Close() {
 		w.mu.queue = nil
 		w.mu.Unlock()
 		close(w.done)
+		if w.polled {
+			close(w.ch)
+			close(w.exited)
+		}
 	})
 	<-w.exited
 }

@@ -27,6 +27,14 @@ if ! diff -r "$tmp/rpc/gen" rpc/gen; then
   echo "rpc/gen is stale: run scripts/gen.sh and commit the result"; exit 1
 fi
 
+step "a private ZooKeeper for the shim's differential tests"
+# Installs Debian's zookeeper package when missing; the tests compare the
+# shim with it operation by operation.
+export STROM_ZK_ADDR
+STROM_ZK_ADDR=$(scripts/zookeeper.sh start)
+trap 'rm -rf "$tmp"; scripts/zookeeper.sh stop >/dev/null 2>&1 || true' EXIT
+echo "ZooKeeper at $STROM_ZK_ADDR"
+
 step "go test -race"
 # -count=1: the e2e tests build the binary in a subprocess, which the test cache cannot see.
 go test -race -count=1 -timeout 20m "$@" ./...

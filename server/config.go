@@ -54,6 +54,10 @@ type Config struct {
 	// SegmentBytes is the size at which a bucket's log rolls to a new
 	// segment (log.segment.file-size, Fluss's key; default 1 GiB).
 	SegmentBytes int64
+	// ZooKeeperListen, when set, serves the ZooKeeper wire protocol over the
+	// metadata tree on this address (zookeeper.listen, --zookeeper-listen;
+	// off when empty; 127.0.0.1:2181 is ZooKeeper's usual port).
+	ZooKeeperListen string
 	// Pprof serves Go's profiler under /debug/pprof/ on the API port
 	// (debug.pprof, --pprof). Off by default.
 	Pprof bool
@@ -159,6 +163,8 @@ func Keys() []Key {
 			func(c *Config) *string { return &c.RaftListen }),
 		stringKey("raft.advertise", "raft-advertise", "Raft address other nodes dial",
 			func(c *Config) *string { return &c.RaftAdvertise }),
+		stringKey("zookeeper.listen", "zookeeper-listen", "serve the ZooKeeper wire protocol on this address (empty: off)",
+			func(c *Config) *string { return &c.ZooKeeperListen }),
 		stringKey("cluster.id", "cluster-id", "expected cluster id (empty accepts any)",
 			func(c *Config) *string { return &c.ClusterID }),
 		intKey("default.bucket.number", "", "buckets of a table that names none",
@@ -268,8 +274,9 @@ func (c Config) Validate() error {
 	for _, a := range []struct{ key, addr string }{
 		{"api.listen", c.Listen}, {"raft.listen", c.RaftListen},
 		{"api.advertise", c.Advertise}, {"raft.advertise", c.RaftAdvertise},
+		{"zookeeper.listen", c.ZooKeeperListen},
 	} {
-		if a.addr == "" && strings.HasSuffix(a.key, "advertise") {
+		if a.addr == "" && (strings.HasSuffix(a.key, "advertise") || a.key == "zookeeper.listen") {
 			continue
 		}
 		if _, port, err := net.SplitHostPort(a.addr); err != nil || port == "" {

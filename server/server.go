@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +27,7 @@ import (
 
 	"strom/raftmeta"
 	"strom/raftmeta/catalog"
+	"strom/raftmeta/zkwire"
 	"strom/rpc"
 	"strom/rpc/gen/strom/v1/stromv1connect"
 	"strom/server/coordinator"
@@ -62,6 +64,7 @@ type Server struct {
 	apiLn   net.Listener
 	apiAddr string // advertised API address
 	http    *http.Server
+	zk      *zkwire.Server // nil unless zookeeper.listen is set
 
 	ready   atomic.Bool
 	session atomic.Int64 // the node's metadata session, 0 before registration
@@ -127,6 +130,9 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 	mcfg.AdvertiseAddr = advertised(cfg.RaftListen, cfg.RaftAdvertise)
 	mcfg.Bootstrap = true
 	mcfg.Logger = s.lg
+	// A follower forwards metadata writes and session heartbeats to the
+	// leader's API port, found in the leader's registration.
+	mcfg.ForwardAddr = s.apiAddrOf
 	if s.meta, err = raftmeta.Open(mcfg); err != nil {
 		return fmt.Errorf("open metadata replica: %w", err)
 	}
@@ -172,6 +178,15 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 		}
 	}()
 	s.lg.Info("serving api", "addr", s.apiLn.Addr().String(), "advertise", s.apiAddr)
+	if cfg.ZooKeeperListen != "" {
+		zc := zkwire.DefaultConfig()
+		zc.Listen = cfg.ZooKeeperListen
+		zc.Logger = s.lg
+		if s.zk, err = zkwire.Listen(s.meta, zc); err != nil {
+			return fmt.Errorf("zookeeper.listen (--zookeeper-listen): %w", err)
+		}
+		s.lg.Info("serving the ZooKeeper protocol", "addr", cfg.ZooKeeperListen)
+	}
 
 	if err := s.register(ctx); err != nil {
 		return err
@@ -267,6 +282,24 @@ func (s *Server) heartbeat(ctx context.Context) {
 	}
 }
 
+// apiAddrOf returns the API address of a node (by its metadata id), from
+// its registration, or "" when unknown.
+func (s *Server) apiAddrOf(nodeID string) string {
+	if s.cat == nil {
+		return ""
+	}
+	servers, err := s.cat.TabletServers()
+	if err != nil {
+		return ""
+	}
+	for _, ts := range servers {
+		if strconv.Itoa(int(ts.ID)) == nodeID {
+			return strings.TrimPrefix(ts.Registration.Listeners, catalog.ListenerName+"://")
+		}
+	}
+	return ""
+}
+
 // Addr returns the advertised API address.
 func (s *Server) Addr() string { return s.apiAddr }
 
@@ -293,6 +326,11 @@ func (s *Server) stop(ctx context.Context) error {
 		}
 	} else if s.apiLn != nil {
 		s.apiLn.Close()
+	}
+	if s.zk != nil {
+		if err := s.zk.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("stop zookeeper shim: %w", err))
+		}
 	}
 	if id := s.session.Load(); id != 0 && s.meta != nil {
 		if err := s.meta.CloseSession(ctx, id); err != nil {
@@ -361,6 +399,7 @@ func (s *Server) handler() http.Handler {
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
+	mux.Handle(raftmeta.ForwardPath, s.meta.ForwardHandler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok\n")
 	})

@@ -1,0 +1,172 @@
+package zkwire
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"strom/internal/metatest"
+	"strom/raftmeta"
+)
+
+// shimCluster is a metadata group of real nodes (Raft over TCP, bolt
+// stores, forwarding over HTTP) with a shim on each.
+type shimCluster struct {
+	nodes   []*raftmeta.Node
+	servers []*Server
+}
+
+func newShimCluster(t *testing.T, size int) *shimCluster {
+	t.Helper()
+	fwd := make(map[string]string)
+	var lns []net.Listener
+	for i := range size {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		fwd[fmt.Sprint(i)] = ln.Addr().String()
+	}
+	c := &shimCluster{}
+	for i := range size {
+		cfg := raftmeta.DefaultConfig()
+		cfg.NodeID = fmt.Sprint(i)
+		cfg.Dir = t.TempDir()
+		cfg.BindAddr = "127.0.0.1:0"
+		cfg.Bootstrap = i == 0
+		cfg.Logger = metatest.Logger(t).With("node", i)
+		cfg.HeartbeatTimeout = 200 * time.Millisecond
+		cfg.ElectionTimeout = 200 * time.Millisecond
+		cfg.LeaderLeaseTimeout = 100 * time.Millisecond
+		cfg.CommitTimeout = 5 * time.Millisecond
+		cfg.SessionCheckInterval = 20 * time.Millisecond
+		cfg.ForwardAddr = func(id string) string { return fwd[id] }
+		n, err := raftmeta.Open(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = n.Close() })
+		srv := &http.Server{Handler: n.ForwardHandler()}
+		go func(ln net.Listener) { _ = srv.Serve(ln) }(lns[i])
+		t.Cleanup(func() { _ = srv.Close() })
+		c.nodes = append(c.nodes, n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.nodes[0].WaitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < size; i++ {
+		if err := c.nodes[0].AddVoter(ctx, fmt.Sprint(i), c.nodes[i].Addr()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range c.nodes {
+		if err := n.WaitLeader(ctx); err != nil {
+			t.Fatal(err)
+		}
+		c.servers = append(c.servers, startServer(t, n, testConfig(t)))
+	}
+	return c
+}
+
+func (c *shimCluster) addrs() []string {
+	var out []string
+	for _, s := range c.servers {
+		out = append(out, s.Addr().String())
+	}
+	return out
+}
+
+func TestSessionMovesBetweenNodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3-node cluster over TCP; run without -short")
+	}
+	c := newShimCluster(t, 3)
+	addrs := c.addrs()
+	// Start on a follower so that writes and heartbeats are forwarded.
+	follower := 1
+	if c.nodes[1].IsLeader() {
+		follower = 2
+	}
+	order := append([]string{addrs[follower]}, slices.Delete(slices.Clone(addrs), follower, follower+1)...)
+	cl, _ := connect(t, order[:1], time.Second, nil)
+	sid := cl.SessionID()
+	if _, err := cl.Create("/moving", []byte("x"), zk.FlagEphemeral, openACL); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Create("/watched", nil, 0, openACL); err != nil {
+		t.Fatal(err)
+	}
+	// Outlive the session timeout on the follower: its heartbeats reach
+	// the leader.
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, ok := c.nodes[0].Session(sid); !ok && c.nodes[0].IsLeader() {
+			t.Fatal("session expired while connected to a follower")
+		}
+		if _, _, err := cl.Exists("/moving"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond) // pacing of the reads, not a wait for a condition
+	}
+
+	// Move: a session on a client configured with every server loses its
+	// node (go-zookeeper shuffles the list and walks it on reconnect).
+	cl.Close()
+	mc, _ := connect(t, order, time.Second, nil)
+	msid := mc.SessionID()
+	if _, err := mc.Create("/moving2", nil, zk.FlagEphemeral, openACL); err != nil {
+		t.Fatal(err)
+	}
+	_, _, w2, err := mc.GetW("/watched")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, cw2, err := mc.ChildrenW("/watched")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := mc.Server()
+	var idx int
+	for i, a := range addrs {
+		if a == first {
+			idx = i
+		}
+	}
+	_ = c.servers[idx].Close() // the node's listener and connections go away
+	waitFor(t, 15*time.Second, "reconnect elsewhere", func() bool {
+		return mc.State() == zk.StateHasSession && mc.Server() != first
+	})
+	if mc.SessionID() != msid {
+		t.Fatalf("session changed on move: %x -> %x", msid, mc.SessionID())
+	}
+	if ok, st, err := mc.Exists("/moving2"); err != nil || !ok || st.EphemeralOwner != msid {
+		t.Fatalf("ephemeral after move: %v %+v %v", ok, st, err)
+	}
+	// The watches came back through setWatches.
+	writer, _ := connect(t, []string{mc.Server()}, 5*time.Second, nil)
+	if _, err := writer.Set("/watched", []byte("new"), -1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writer.Create("/watched/kid", nil, 0, openACL); err != nil {
+		t.Fatal(err)
+	}
+	if ev := nextEvent(t, w2, 10*time.Second); ev.Type != zk.EventNodeDataChanged || ev.Path != "/watched" {
+		t.Fatalf("data watch after move: %+v", ev)
+	}
+	if ev := nextEvent(t, cw2, 10*time.Second); ev.Type != zk.EventNodeChildrenChanged {
+		t.Fatalf("child watch after move: %+v", ev)
+	}
+	// The first client's ephemeral went with its closeSession.
+	if ok, _, _ := writer.Exists("/moving"); ok {
+		t.Fatal("closed session's ephemeral still exists")
+	}
+}

@@ -1,0 +1,281 @@
+package zkwire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"strom/raftmeta"
+)
+
+// Config configures a Server. Start from DefaultConfig.
+type Config struct {
+	// Listen is the client address, host:port (config key zookeeper.listen,
+	// flag --zookeeper-listen; ZooKeeper's clientPort is 2181). Used by
+	// Listen only; empty means the shim is off.
+	Listen string
+	// MaxPacketSize is the largest request packet accepted, in bytes
+	// (ZooKeeper's jute.maxbuffer; default 1 MiB). A larger length prefix
+	// closes the connection.
+	MaxPacketSize int
+	// MinSessionTimeout and MaxSessionTimeout clamp the session timeout a
+	// client asks for (ZooKeeper's 2 and 20 ticks: defaults 4s and 40s).
+	MinSessionTimeout, MaxSessionTimeout time.Duration
+	// HandshakeTimeout bounds the wait for the connect request after a
+	// connection is accepted (default 10s).
+	HandshakeTimeout time.Duration
+	// RequestTimeout bounds one write through Raft (default 10s). A write
+	// that times out drops the connection: its outcome is unknown.
+	RequestTimeout time.Duration
+	// MaxConnections is the most client connections served at once
+	// (ZooKeeper's maxClientCnxns, but per server; 0: no limit).
+	MaxConnections int
+	// ProtectedRoot is the subtree clients may read but not write (NoAuth):
+	// Strom's own tree (default "/strom"; "-" protects nothing).
+	ProtectedRoot string
+	// Logger receives the server's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns ZooKeeper's limits and Strom's protected root.
+func DefaultConfig() Config {
+	return Config{
+		MaxPacketSize:     1 << 20,
+		MinSessionTimeout: 4 * time.Second,
+		MaxSessionTimeout: 40 * time.Second,
+		HandshakeTimeout:  10 * time.Second,
+		RequestTimeout:    10 * time.Second,
+		ProtectedRoot:     "/strom",
+	}
+}
+
+// Validate reports every problem with c at once, each naming its field.
+func (c Config) Validate() error {
+	var errs []error
+	if c.MaxPacketSize < 1024 {
+		errs = append(errs, fmt.Errorf("zkwire: MaxPacketSize %d must be at least 1024", c.MaxPacketSize))
+	}
+	if c.MinSessionTimeout < time.Millisecond {
+		errs = append(errs, fmt.Errorf("zkwire: MinSessionTimeout %s must be at least 1ms", c.MinSessionTimeout))
+	}
+	if c.MaxSessionTimeout < c.MinSessionTimeout {
+		errs = append(errs, fmt.Errorf("zkwire: MaxSessionTimeout %s must be at least MinSessionTimeout %s", c.MaxSessionTimeout, c.MinSessionTimeout))
+	}
+	if c.HandshakeTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("zkwire: HandshakeTimeout %s must be positive", c.HandshakeTimeout))
+	}
+	if c.RequestTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("zkwire: RequestTimeout %s must be positive", c.RequestTimeout))
+	}
+	if c.MaxConnections < 0 {
+		errs = append(errs, fmt.Errorf("zkwire: MaxConnections %d must not be negative", c.MaxConnections))
+	}
+	if c.ProtectedRoot == "" {
+		errs = append(errs, errors.New(`zkwire: ProtectedRoot must be a path or "-"`))
+	}
+	return errors.Join(errs...)
+}
+
+// ErrClosed is returned by Serve after Close.
+var ErrClosed = errors.New("zkwire: server closed")
+
+// Server serves the ZooKeeper protocol for one raftmeta.Node. Create it with
+// Start (or Listen); Close stops it. Safe for concurrent use.
+type Server struct {
+	cfg  Config
+	node *raftmeta.Node
+	lg   *slog.Logger
+	ln   net.Listener
+
+	ctx      context.Context // cancelled by Close
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup // accept loop and connections
+	done     chan struct{}  // closed when the accept loop returns
+	serveErr error          // accept loop's error, set before done closes
+
+	mu struct {
+		sync.Mutex
+		conns  map[*conn]struct{}
+		closed bool
+	}
+
+	started                time.Time
+	received, sent         atomic.Int64
+	latMin, latMax, latSum atomic.Int64 // microseconds
+	latCount               atomic.Int64
+	closeOnce              sync.Once
+}
+
+// Listen opens cfg.Listen (TCP) and starts serving on it.
+func Listen(node *raftmeta.Node, cfg Config) (*Server, error) {
+	if cfg.Listen == "" {
+		return nil, errors.New("zkwire: Listen address is empty")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("zkwire: listen on %s: %w", cfg.Listen, err)
+	}
+	s, err := Start(node, ln, cfg)
+	if err != nil {
+		_ = ln.Close()
+	}
+	return s, err
+}
+
+// Start serves ln in background goroutines and returns at once. The Server
+// owns ln from then on: Close closes it (on an error the caller still owns
+// it). cfg.Listen is ignored.
+func Start(node *raftmeta.Node, ln net.Listener, cfg Config) (*Server, error) {
+	if node == nil {
+		return nil, errors.New("zkwire: nil node")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		cfg:     cfg,
+		node:    node,
+		lg:      lg.With("component", "zkwire", "addr", ln.Addr().String()),
+		ln:      ln,
+		done:    make(chan struct{}),
+		started: time.Now(),
+	}
+	s.latMin.Store(-1)
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.mu.conns = make(map[*conn]struct{})
+	s.wg.Add(1)
+	go s.acceptLoop()
+	s.lg.Info("zookeeper shim listening")
+	return s, nil
+}
+
+// Addr returns the listener's address.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Done is closed when the server stops accepting (Close, or a listener
+// error; Err then tells which).
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// Err returns why the accept loop stopped (ErrClosed after Close), or nil
+// while it runs.
+func (s *Server) Err() error {
+	select {
+	case <-s.done:
+		return s.serveErr
+	default:
+		return nil
+	}
+}
+
+// Close stops accepting, closes every connection (their sessions stay:
+// clients reconnect elsewhere or the leader expires them) and waits for
+// every goroutine of the server to exit. Safe to call more than once.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.mu.closed = true
+		conns := make([]*conn, 0, len(s.mu.conns))
+		for c := range s.mu.conns {
+			conns = append(conns, c)
+		}
+		s.mu.Unlock()
+		s.cancel()
+		_ = s.ln.Close()
+		for _, c := range conns {
+			_ = c.nc.Close()
+		}
+		s.wg.Wait()
+		s.lg.Info("zookeeper shim closed")
+	})
+	return nil
+}
+
+func (s *Server) acceptLoop() {
+	defer s.wg.Done()
+	defer close(s.done)
+	var delay time.Duration
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			if s.ctx.Err() != nil {
+				s.serveErr = ErrClosed
+				return
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				select {
+				case <-time.After(delay):
+					continue
+				case <-s.ctx.Done():
+					s.serveErr = ErrClosed
+					return
+				}
+			}
+			s.serveErr = fmt.Errorf("zkwire: accept: %w", err)
+			s.lg.Error("accept failed", "err", err)
+			return
+		}
+		delay = 0
+		c := &conn{s: s, nc: nc}
+		s.mu.Lock()
+		if s.mu.closed || (s.cfg.MaxConnections > 0 && len(s.mu.conns) >= s.cfg.MaxConnections) {
+			s.mu.Unlock()
+			_ = nc.Close()
+			continue
+		}
+		s.mu.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			c.serve()
+			s.mu.Lock()
+			delete(s.mu.conns, c)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+func (s *Server) connCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.mu.conns)
+}
+
+func (s *Server) recordLatency(d time.Duration) {
+	us := d.Microseconds()
+	s.latSum.Add(us)
+	s.latCount.Add(1)
+	for {
+		cur := s.latMax.Load()
+		if us <= cur || s.latMax.CompareAndSwap(cur, us) {
+			break
+		}
+	}
+	for {
+		cur := s.latMin.Load()
+		if (cur >= 0 && us >= cur) || s.latMin.CompareAndSwap(cur, us) {
+			break
+		}
+	}
+}
+
+// readFull reads exactly len(b) bytes.
+func readFull(r io.Reader, b []byte) error {
+	_, err := io.ReadFull(r, b)
+	return err
+}
