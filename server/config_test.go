@@ -85,3 +85,17 @@ func TestAdvertised(t *testing.T) {
 		}
 	}
 }
+
+// The example configuration shipped in config/ loads and is valid.
+func TestExampleConfig(t *testing.T) {
+	cfg := DefaultConfig()
+	if err := cfg.LoadFile("../config/strom.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ZooKeeperListen != "127.0.0.1:2181" || cfg.SegmentBytes != 1<<30 {
+		t.Fatalf("example config read as %+v", cfg)
+	}
+}
