@@ -5,6 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -285,3 +289,76 @@ func TestUpsertLookupScan(t *testing.T) {
 		t.Fatalf("scan: %d rows, want 200 (300 less 100 deleted)", total)
 	}
 }
+
+func TestLookuperBatchesConcurrentGets(t *testing.T) {
+	c := startNode(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := c.Admin().CreateDatabase(ctx, &stromv1.CreateDatabaseRequest{Database: "demo"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Admin().CreateTable(ctx, &stromv1.CreateTableRequest{Database: "demo", Table: "kv", Descriptor_: &stromv1.TableDescriptor{
+		Schema: &stromv1.Schema{Columns: []*stromv1.Column{{Name: "k", Type: "BIGINT"}, {Name: "v", Type: "STRING"}}, PrimaryKey: []string{"k"}}, BucketCount: 2,
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	// Count Lookup requests with a client whose transport counts them.
+	var lookups atomic.Int64
+	counting, err := client.New(c.Address(), client.WithHTTPClient(&http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		if strings.HasSuffix(r.URL.Path, "/Lookup") {
+			lookups.Add(1)
+		}
+		return http.DefaultTransport.RoundTrip(r)
+	})}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := counting.Table(ctx, "demo", "kv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := tbl.NewUpsertWriter(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := int64(0); k < 100; k++ {
+		w.Upsert(ctx, record.Row{k, fmt.Sprint("v", k)})
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, err := tbl.NewLookuper(client.LookupBatchTimeout(20 * time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var wg sync.WaitGroup
+	errs := make(chan error, 200)
+	for k := int64(0); k < 200; k++ {
+		wg.Add(1)
+		go func(k int64) {
+			defer wg.Done()
+			row, err := l.Get(ctx, record.Row{k})
+			switch {
+			case err != nil:
+				errs <- err
+			case k < 100 && (row == nil || row[1] != fmt.Sprint("v", k)):
+				errs <- fmt.Errorf("key %d: %v", k, row)
+			case k >= 100 && row != nil:
+				errs <- fmt.Errorf("absent key %d: %v", k, row)
+			}
+		}(k)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if n := lookups.Load(); n >= 200 || n < 2 {
+		t.Fatalf("200 concurrent Gets made %d Lookup requests; want them batched (≤ 128 keys each)", n)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -2,8 +2,10 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"strom/record"
@@ -155,20 +157,62 @@ func (e *kvEncoder) size() int              { return e.b.Size() }
 func (e *kvEncoder) build() ([]byte, error) { return e.b.Build(), nil }
 
 // Lookuper looks rows of a primary-key table up by key or key prefix.
-// It is safe for concurrent use.
+// Lookup sends the keys it is given in one request; Get batches the keys of
+// concurrent callers under the hood. It is safe for concurrent use; Close
+// stops Get's batcher.
 type Lookuper struct {
 	t         *Table
 	pk        *record.KeyCodec
 	bucketKey *record.KeyCodec
 	rows      *record.CompactedRowCodec
+	cfg       lookupConfig
+
+	startOnce sync.Once
+	queue     chan lookupCall
+	stop      chan struct{}
+	stopped   chan struct{}
+}
+
+type lookupConfig struct {
+	maxBatch     int           // client.lookup.max-batch-size
+	batchTimeout time.Duration // client.lookup.batch-timeout
+}
+
+// LookupOption configures a Lookuper.
+type LookupOption func(*lookupConfig)
+
+// LookupBatchSize is the most keys Get puts in one request (default 128).
+func LookupBatchSize(n int) LookupOption { return func(c *lookupConfig) { c.maxBatch = n } }
+
+// LookupBatchTimeout is how long Get waits for more keys to join a
+// request (default 1ms).
+func LookupBatchTimeout(d time.Duration) LookupOption {
+	return func(c *lookupConfig) { c.batchTimeout = d }
+}
+
+type lookupCall struct {
+	ctx  context.Context
+	key  record.Row
+	done chan lookupAnswer
+}
+
+type lookupAnswer struct {
+	row record.Row
+	err error
 }
 
 // NewLookuper returns a Lookuper for a primary-key table.
-func (t *Table) NewLookuper() (*Lookuper, error) {
+func (t *Table) NewLookuper(opts ...LookupOption) (*Lookuper, error) {
 	if len(t.schema.PrimaryKey) == 0 {
 		return nil, fmt.Errorf("client: %s.%s is a log table: it has no keys to look up", t.info.Database, t.info.Table)
 	}
-	l := &Lookuper{t: t}
+	l := &Lookuper{t: t, cfg: lookupConfig{maxBatch: 128, batchTimeout: time.Millisecond}}
+	for _, o := range opts {
+		o(&l.cfg)
+	}
+	if l.cfg.maxBatch < 1 || l.cfg.batchTimeout < 0 {
+		return nil, fmt.Errorf("client: lookup batch size %d and timeout %s: want ≥ 1 and ≥ 0", l.cfg.maxBatch, l.cfg.batchTimeout)
+	}
 	var err error
 	if l.pk, err = record.NewKeyCodec(t.schema.Columns, t.schema.PrimaryKey); err != nil {
 		return nil, err
@@ -264,6 +308,79 @@ func (l *Lookuper) Lookup(ctx context.Context, keys ...record.Row) ([]record.Row
 		}
 	}
 	return out, nil
+}
+
+// Get looks one primary key up (nil when it has no row). Keys of
+// concurrent Get calls are sent together, up to LookupBatchSize keys or
+// after LookupBatchTimeout.
+func (l *Lookuper) Get(ctx context.Context, key record.Row) (record.Row, error) {
+	l.startOnce.Do(func() {
+		l.queue = make(chan lookupCall, l.cfg.maxBatch)
+		l.stop, l.stopped = make(chan struct{}), make(chan struct{})
+		go l.batcher()
+	})
+	c := lookupCall{ctx: ctx, key: key, done: make(chan lookupAnswer, 1)}
+	select {
+	case l.queue <- c:
+	case <-l.stop:
+		return nil, errors.New("client: lookuper is closed")
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case a := <-c.done:
+		return a.row, a.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// batcher collects Get calls into Lookup requests.
+func (l *Lookuper) batcher() {
+	defer close(l.stopped)
+	for {
+		var calls []lookupCall
+		select {
+		case <-l.stop:
+			return
+		case c := <-l.queue:
+			calls = append(calls, c)
+		}
+		timer := time.NewTimer(l.cfg.batchTimeout)
+	collect:
+		for len(calls) < l.cfg.maxBatch {
+			select {
+			case c := <-l.queue:
+				calls = append(calls, c)
+			case <-timer.C:
+				break collect
+			}
+		}
+		timer.Stop()
+		keys := make([]record.Row, len(calls))
+		for i, c := range calls {
+			keys[i] = c.key
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		rows, err := l.Lookup(ctx, keys...)
+		cancel()
+		for i, c := range calls {
+			if err != nil {
+				c.done <- lookupAnswer{err: err}
+			} else {
+				c.done <- lookupAnswer{row: rows[i]}
+			}
+		}
+	}
+}
+
+// Close stops Get's batcher; calls of Lookup and PrefixLookup still work.
+func (l *Lookuper) Close() {
+	l.startOnce.Do(func() {}) // a batcher never started will not start now
+	if l.stop != nil {
+		close(l.stop)
+		<-l.stopped
+	}
 }
 
 // PrefixLookup returns the rows whose bucket-key columns equal prefix (the

@@ -14,6 +14,7 @@ import (
 	"strom/record"
 	stromv1 "strom/rpc/gen/strom/v1"
 	"strom/rpc/gen/strom/v1/stromv1connect"
+	"strom/tablet/kv"
 )
 
 // adminHandler serves AdminService: it decodes, calls the coordinator (for
@@ -86,6 +87,14 @@ func (h *adminHandler) CreateTable(ctx context.Context, req *connect.Request[str
 	desc, err := descriptorFromProto(m.Descriptor_)
 	if err != nil {
 		return nil, err
+	}
+	// A primary-key table's merge engine and aggregate functions must be
+	// usable by its KV tablets: refuse them now rather than when a bucket
+	// opens. (Other problems are the coordinator's to report.)
+	if norm, err := desc.Normalize(h.s.cfg.DefaultBucketNumber); err == nil && norm.HasPrimaryKey() {
+		if err := kv.CheckTable(norm); err != nil {
+			return nil, err
+		}
 	}
 	t, err := h.s.coord.CreateTable(ctx, m.Database, m.Table, desc, m.IgnoreIfExists)
 	if err != nil {

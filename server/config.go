@@ -49,6 +49,9 @@ type Config struct {
 	// before expiring this node's session and its registration
 	// (zookeeper.session.timeout in Fluss's naming: session.timeout).
 	SessionTimeout time.Duration
+	// ScannerTTL is how long an open ScanKv scanner lives without a call
+	// (kv.scanner.ttl).
+	ScannerTTL time.Duration
 	// ShutdownTimeout bounds a clean stop (shutdown.timeout).
 	ShutdownTimeout time.Duration
 	// SegmentBytes is the size at which a bucket's log rolls to a new
@@ -79,6 +82,7 @@ func DefaultConfig() Config {
 		SessionTimeout:           30 * time.Second,
 		SegmentBytes:             1 << 30,
 		ShutdownTimeout:          30 * time.Second,
+		ScannerTTL:               time.Minute,
 		LogFormat:                "text",
 		LogLevel:                 "info",
 	}
@@ -193,6 +197,8 @@ func Keys() []Key {
 			get: func(c *Config) string { return strconv.FormatBool(c.Pprof) }},
 		durationKey("session.timeout", "", "metadata session timeout of the node",
 			func(c *Config) *time.Duration { return &c.SessionTimeout }),
+		durationKey("kv.scanner.ttl", "", "how long an unused ScanKv scanner lives",
+			func(c *Config) *time.Duration { return &c.ScannerTTL }),
 		durationKey("shutdown.timeout", "", "longest a clean stop may take",
 			func(c *Config) *time.Duration { return &c.ShutdownTimeout }),
 		stringKey("log.format", "log-format", "log format: text or json",
@@ -297,6 +303,9 @@ func (c Config) Validate() error {
 	}
 	if c.SessionTimeout < time.Second {
 		bad("session.timeout", "must be at least 1s, got %s", c.SessionTimeout)
+	}
+	if c.ScannerTTL < time.Second {
+		bad("kv.scanner.ttl", "must be at least 1s, got %s", c.ScannerTTL)
 	}
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdown.timeout", "must be positive, got %s", c.ShutdownTimeout)

@@ -423,9 +423,10 @@ func isPrefix(a, b []string) bool {
 	return len(a) <= len(b) && slices.Equal(a, b[:len(a)])
 }
 
-// scanners holds open ScanKv snapshots; each expires after kvScannerTTL
-// without a call (Fluss's kv.scanner.ttl).
+// scanners holds open ScanKv snapshots; each expires after ttl without a
+// call (kv.scanner.ttl).
 type scanners struct {
+	ttl  time.Duration
 	mu   sync.Mutex
 	open map[string]*scanner
 }
@@ -436,8 +437,6 @@ type scanner struct {
 	bucket  int32
 	touched time.Time
 }
-
-const kvScannerTTL = time.Minute
 
 func (s *scanners) take(id string) *scanner {
 	s.mu.Lock()
@@ -460,7 +459,7 @@ func (s *scanners) put(id string, sc *scanner) {
 
 func (s *scanners) expireLocked(now time.Time) {
 	for id, sc := range s.open {
-		if now.Sub(sc.touched) > kvScannerTTL {
+		if now.Sub(sc.touched) > s.ttl {
 			sc.snap.Close()
 			delete(s.open, id)
 		}
@@ -490,7 +489,7 @@ func (h *tabletHandler) ScanKv(_ context.Context, req *connect.Request[stromv1.S
 			if sc != nil {
 				sc.snap.Close()
 			}
-			return nil, &record.InvalidError{Field: "scanner_id", Reason: "unknown or expired scanner (scanners expire after a minute unused): start a new scan"}
+			return nil, &record.InvalidError{Field: "scanner_id", Reason: fmt.Sprintf("unknown or expired scanner (scanners expire after %s unused, kv.scanner.ttl): start a new scan", h.s.scanners.ttl)}
 		}
 	} else {
 		t, err := h.kvOf(kt.Table, m.Bucket)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -130,5 +131,81 @@ func TestPrimaryKeyTableOverJSON(t *testing.T) {
 	code, resp = postJSON(t, s, "ProduceLog", `{"database":"shop","table":"customers","rows":[{"cust_key":5}]}`)
 	if code != 400 || !strings.Contains(resp, "primary-key") {
 		t.Fatalf("ProduceLog to a primary-key table: %d %s", code, resp)
+	}
+}
+
+func TestAggregationMergeEngineFromTableOptions(t *testing.T) {
+	s := startServer(t, testConfig(t, t.TempDir()))
+	c := adminClient(s)
+	ctx := context.Background()
+	mustCreateDB(t, c, "agg")
+	desc := func(fn string) *stromv1.TableDescriptor {
+		return &stromv1.TableDescriptor{
+			Schema: &stromv1.Schema{Columns: []*stromv1.Column{{Name: "k", Type: "BIGINT"}, {Name: "total", Type: "BIGINT"}, {Name: "seen", Type: "STRING"}},
+				PrimaryKey: []string{"k"}},
+			Properties:       map[string]string{"table.merge-engine": "aggregation"},
+			CustomProperties: map[string]string{"fields.total.agg": fn, "fields.seen.agg": "listagg", "fields.seen.listagg.delimiter": "|"},
+		}
+	}
+	_, err := c.CreateTable(ctx, connect.NewRequest(&stromv1.CreateTableRequest{Database: "agg", Table: "bad", Descriptor_: desc("median")}))
+	if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "median") {
+		t.Fatalf("unknown aggregate function: %v", err)
+	}
+	resp, err := c.CreateTable(ctx, connect.NewRequest(&stromv1.CreateTableRequest{Database: "agg", Table: "totals", Descriptor_: desc("sum")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitReplicas(t, s, resp.Msg.Table)
+	for _, body := range []string{
+		`{"database":"agg","table":"totals","rows":[{"k":1,"total":5,"seen":"a"}]}`,
+		`{"database":"agg","table":"totals","rows":[{"k":1,"total":7,"seen":"b"}]}`,
+	} {
+		if code, out := postJSON(t, s, "PutKv", body); code != 200 || strings.Contains(out, `"error"`) {
+			t.Fatalf("PutKv: %d %s", code, out)
+		}
+	}
+	code, out := postJSON(t, s, "Lookup", `{"database":"agg","table":"totals","keys":[{"k":1}]}`)
+	if code != 200 || !strings.Contains(out, `"total":12`) || !strings.Contains(out, `"seen":"a|b"`) {
+		t.Fatalf("aggregated row: %d %s", code, out)
+	}
+}
+
+func TestScanKvPagesAndExpires(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.ScannerTTL = time.Second
+	s := startServer(t, cfg)
+	createTable(t, s, "shop", "items", "id BIGINT, name STRING", 1, "id")
+	if code, out := postJSON(t, s, "PutKv", `{"database":"shop","table":"items","rows":[{"id":1,"name":"a"},{"id":2,"name":"b"},{"id":3,"name":"c"}]}`); code != 200 || strings.Contains(out, `"error"`) {
+		t.Fatalf("PutKv: %d %s", code, out)
+	}
+	c := tabletClient(s)
+	ctx := context.Background()
+	seen := 0
+	var id []byte
+	for page := 0; ; page++ {
+		resp, err := c.ScanKv(ctx, connect.NewRequest(&stromv1.ScanKvRequest{Database: "shop", Table: "items", Bucket: 0, ScannerId: id, BatchSizeBytes: 1}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen += len(resp.Msg.Values)
+		if page == 0 && (len(resp.Msg.Values) != 1 || resp.Msg.LogOffset != 3) {
+			t.Fatalf("first page: %d values at log offset %d, want 1 at 3", len(resp.Msg.Values), resp.Msg.LogOffset)
+		}
+		if !resp.Msg.HasMore {
+			break
+		}
+		id = resp.Msg.ScannerId
+	}
+	if seen != 3 {
+		t.Fatalf("scanned %d rows, want 3", seen)
+	}
+	resp, err := c.ScanKv(ctx, connect.NewRequest(&stromv1.ScanKvRequest{Database: "shop", Table: "items", Bucket: 0, BatchSizeBytes: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond) // let the scanner outlive kv.scanner.ttl
+	_, err = c.ScanKv(ctx, connect.NewRequest(&stromv1.ScanKvRequest{Database: "shop", Table: "items", Bucket: 0, ScannerId: resp.Msg.ScannerId}))
+	if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "expired") {
+		t.Fatalf("expired scanner: %v", err)
 	}
 }

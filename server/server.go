@@ -97,6 +97,7 @@ func Start(ctx context.Context, cfg Config, lg *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, lg: lg.With("node", cfg.NodeID)}
+	s.scanners.ttl = cfg.ScannerTTL
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	if err := s.start(ctx, runCtx); err != nil {

@@ -242,8 +242,10 @@ func (m *Manager) open(tb TableBucket, t catalog.Table) (*Replica, error) {
 	}
 	var kt *kv.Tablet
 	if len(t.Schema.PrimaryKey) > 0 {
+		aggs, delims := kv.AggregationsOf(t.Descriptor())
 		kt, err = kv.Open(kv.Config{
 			Dir: filepath.Join(m.dir(tb), "kv"), Log: lt, Table: t.Descriptor(), SchemaID: int16(t.SchemaID),
+			Aggregations: aggs, ListaggDelimiters: delims,
 			Cache: m.cfg.KVCache, Logger: lc.Logger,
 		})
 		if err != nil {
