@@ -209,3 +209,37 @@ func TestScanKvPagesAndExpires(t *testing.T) {
 		t.Fatalf("expired scanner: %v", err)
 	}
 }
+
+func TestPutKvBadInput(t *testing.T) {
+	s := startServer(t, testConfig(t, t.TempDir()))
+	createTable(t, s, "shop", "events", "id BIGINT, name STRING", 1)
+	info, err := adminClient(s).CreateTable(context.Background(), connect.NewRequest(&stromv1.CreateTableRequest{Database: "shop", Table: "ledger",
+		Descriptor_: &stromv1.TableDescriptor{
+			Schema:     &stromv1.Schema{Columns: []*stromv1.Column{{Name: "id", Type: "BIGINT"}, {Name: "amount", Type: "BIGINT NOT NULL"}}, PrimaryKey: []string{"id"}},
+			Properties: map[string]string{"table.delete.behavior": "DISABLE"},
+		}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitReplicas(t, s, info.Msg.Table)
+	for _, tc := range []struct{ name, method, body, want string }{
+		{"PutKv to a log table", "PutKv", `{"database":"shop","table":"events","rows":[{"id":1}]}`, "log table"},
+		{"NULL in a NOT NULL column", "PutKv", `{"database":"shop","table":"ledger","rows":[{"id":1,"amount":null}]}`, "rows[0].amount"},
+		{"type mismatch", "PutKv", `{"database":"shop","table":"ledger","rows":[{"id":1,"amount":"lots"}]}`, "rows[0].amount"},
+		{"partial update without the key", "PutKv", `{"database":"shop","table":"ledger","targetColumns":["amount"],"rows":[{"id":1,"amount":1}]}`, "key"},
+		{"delete with deletes disabled", "PutKv", `{"database":"shop","table":"ledger","deletes":[{"id":1}]}`, "DELETION_DISABLED"},
+		{"lookup on a log table", "Lookup", `{"database":"shop","table":"events","keys":[{"id":1}]}`, "log table"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out := postJSON(t, s, tc.method, tc.body)
+			if code == 200 && !strings.Contains(out, `"error"`) || !strings.Contains(out, tc.want) {
+				t.Fatalf("%d %s: want an error mentioning %q", code, out, tc.want)
+			}
+		})
+	}
+	// Nothing was written.
+	code, out := postJSON(t, s, "ListOffsets", `{"database":"shop","table":"ledger","spec":"OFFSET_SPEC_LATEST"}`)
+	if code != 200 || strings.Contains(out, `"offset"`) && !strings.Contains(out, `"offset":"0"`) {
+		t.Fatalf("ledger's changelog after rejected writes: %s", out)
+	}
+}
