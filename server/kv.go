@@ -303,31 +303,31 @@ func (h *tabletHandler) Lookup(_ context.Context, req *connect.Request[stromv1.L
 	}
 	resp := &stromv1.LookupResponse{}
 	results := map[int32]*stromv1.LookupBucketResult{}
+	failed := map[int32]error{} // for JSON keys, which answer with the error itself
 	for _, lb := range buckets {
 		res := &stromv1.LookupBucketResult{Bucket: lb.Bucket}
 		resp.Buckets = append(resp.Buckets, res)
 		results[lb.Bucket] = res
 		t, err := h.kvOf(kt.Table, lb.Bucket)
+		if err == nil {
+			var values [][]byte
+			if values, err = t.Lookup(lb.Keys); err == nil {
+				for _, v := range values {
+					res.Values = append(res.Values, &stromv1.LookupValue{Value: v, Found: v != nil})
+				}
+			}
+		}
 		if err != nil {
 			res.Error = rpc.Detail(err)
-			continue
-		}
-		values, err := t.Lookup(lb.Keys)
-		if err != nil {
-			res.Error = rpc.Detail(err)
-			continue
-		}
-		for _, v := range values {
-			res.Values = append(res.Values, &stromv1.LookupValue{Value: v, Found: v != nil})
+			failed[lb.Bucket] = err
 		}
 	}
 	if places != nil {
 		for _, p := range places {
-			res := results[int32(p[0])]
-			if res.Error != nil {
-				return nil, errors.New(res.Error.Message)
+			if err := failed[int32(p[0])]; err != nil {
+				return nil, err
 			}
-			if v := res.Values[p[1]]; v.Found {
+			if v := results[int32(p[0])].Values[p[1]]; v.Found {
 				st, err := kvValueJSON(kt, v.Value)
 				if err != nil {
 					return nil, err
@@ -381,31 +381,29 @@ func (h *tabletHandler) PrefixLookup(_ context.Context, req *connect.Request[str
 	}
 	resp := &stromv1.PrefixLookupResponse{}
 	results := map[int32]*stromv1.PrefixLookupBucketResult{}
+	failed := map[int32]error{} // for JSON prefixes, which answer with the error itself
 	for _, lb := range buckets {
 		res := &stromv1.PrefixLookupBucketResult{Bucket: lb.Bucket}
 		resp.Buckets = append(resp.Buckets, res)
 		results[lb.Bucket] = res
 		t, err := h.kvOf(kt.Table, lb.Bucket)
-		if err != nil {
-			res.Error = rpc.Detail(err)
-			continue
-		}
-		for _, prefix := range lb.Keys {
-			values, err := t.PrefixLookup(prefix)
-			if err != nil {
-				res.Error = rpc.Detail(err)
-				break
+		for i := 0; err == nil && i < len(lb.Keys); i++ {
+			var values [][]byte
+			if values, err = t.PrefixLookup(lb.Keys[i]); err == nil {
+				res.Values = append(res.Values, &stromv1.PrefixValues{Values: values})
 			}
-			res.Values = append(res.Values, &stromv1.PrefixValues{Values: values})
+		}
+		if err != nil {
+			res.Error, res.Values = rpc.Detail(err), nil
+			failed[lb.Bucket] = err
 		}
 	}
 	if places != nil {
 		for _, p := range places {
-			res := results[int32(p[0])]
-			if res.Error != nil {
-				return nil, errors.New(res.Error.Message)
+			if err := failed[int32(p[0])]; err != nil {
+				return nil, err
 			}
-			for _, v := range res.Values[p[1]].Values {
+			for _, v := range results[int32(p[0])].Values[p[1]].Values {
 				st, err := kvValueJSON(kt, v)
 				if err != nil {
 					return nil, err
