@@ -62,26 +62,10 @@ func newProduceCmd(g *globals) *cobra.Command {
 					return err
 				}
 				start := time.Now()
-				p := newProgress(cmd.ErrOrStderr(), "produced")
-				rows, perr := readRows(in, format, header, t.Schema(), func(row record.Row, size int) error {
-					f := w.Append(ctx, row)
-					select {
-					case <-f.Done(): // failed at once (a row that does not fit), or already sent
-						if f.Err() != nil {
-							return f.Err()
-						}
-					default:
-					}
-					p.add(1, size)
-					return nil
-				})
-				ferr := w.Close(ctx)
-				p.done()
-				if perr != nil {
-					return fmt.Errorf("%w (the %d rows before it were sent)", perr, rows)
-				}
-				if ferr != nil {
-					return ferr
+				rows, err := sendRows(cmd, in, format, header, t.Schema(), "produced",
+					func(row record.Row) *client.Future { return w.Append(ctx, row) }, func() error { return w.Close(ctx) })
+				if err != nil {
+					return err
 				}
 				fmt.Fprintf(g.out, "produced %d rows to %s.%s in %s\n", rows, db, name, time.Since(start).Round(time.Millisecond))
 				return nil
@@ -93,6 +77,27 @@ func newProduceCmd(g *globals) *cobra.Command {
 	cmd.Flags().BoolVar(&header, "header", false, "csv: the first line names the columns")
 	cmd.Flags().IntVar(&acks, "acks", -1, "-1: wait for all in-sync replicas; 1: the leader; 0: no wait")
 	return cmd
+}
+
+// sendRows reads rows from in and hands each to write, showing progress on
+// a terminal, then closes the writer. It returns how many rows it sent.
+func sendRows(cmd *cobra.Command, in io.Reader, format string, header bool, s record.Schema, verb string,
+	write func(record.Row) *client.Future, closeWriter func() error) (int, error) {
+	p := newProgress(cmd.ErrOrStderr(), verb)
+	rows, perr := readRows(in, format, header, s, func(row record.Row, size int) error {
+		// A row that does not fit fails at once; others complete later.
+		if f := write(row); isDone(f) && f.Err() != nil {
+			return f.Err()
+		}
+		p.add(1, size)
+		return nil
+	})
+	cerr := closeWriter()
+	p.done()
+	if perr != nil {
+		return rows, fmt.Errorf("%w (the %d rows before it were sent)", perr, rows)
+	}
+	return rows, cerr
 }
 
 // readRows parses input rows and hands each to fn with its size in bytes.

@@ -66,21 +66,10 @@ func newPutCmd(g *globals) *cobra.Command {
 					return err
 				}
 				start := time.Now()
-				p := newProgress(cmd.ErrOrStderr(), "put")
-				rows, perr := readRows(in, "json", false, schema, func(row record.Row, size int) error {
-					if f := w.Upsert(ctx, row); isDone(f) && f.Err() != nil {
-						return f.Err()
-					}
-					p.add(1, size)
-					return nil
-				})
-				ferr := w.Close(ctx)
-				p.done()
-				if perr != nil {
-					return fmt.Errorf("%w (the %d rows before it were sent)", perr, rows)
-				}
-				if ferr != nil {
-					return ferr
+				rows, err := sendRows(cmd, in, "json", false, schema, "put",
+					func(row record.Row) *client.Future { return w.Upsert(ctx, row) }, func() error { return w.Close(ctx) })
+				if err != nil {
+					return err
 				}
 				fmt.Fprintf(g.out, "put %d rows into %s.%s in %s\n", rows, db, name, time.Since(start).Round(time.Millisecond))
 				return nil

@@ -66,12 +66,9 @@ func (h *tabletHandler) PutKv(ctx context.Context, req *connect.Request[stromv1.
 	if err != nil {
 		return nil, err
 	}
-	acks := -1
-	if m.Acks != nil {
-		acks = int(*m.Acks)
-	}
-	if acks != -1 && acks != 0 && acks != 1 {
-		return nil, &record.InvalidError{Field: "acks", Reason: fmt.Sprintf("must be 0, 1 or -1, got %d", acks)}
+	acks, err := parseAcks(m.Acks)
+	if err != nil {
+		return nil, err
 	}
 	var targets []int
 	for _, n := range m.TargetColumns {
@@ -82,11 +79,7 @@ func (h *tabletHandler) PutKv(ctx context.Context, req *connect.Request[stromv1.
 		targets = append(targets, i)
 	}
 	slices.Sort(targets)
-	timeout := defaultProduceTimeout
-	if m.TimeoutMs > 0 {
-		timeout = time.Duration(m.TimeoutMs) * time.Millisecond
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout(m.TimeoutMs))
 	defer cancel()
 	buckets := m.Buckets
 	if len(m.Rows) > 0 || len(m.Deletes) > 0 {

@@ -66,18 +66,11 @@ func (h *tabletHandler) ProduceLog(ctx context.Context, req *connect.Request[str
 	if len(t.Schema.PrimaryKey) > 0 {
 		return nil, &record.InvalidError{Field: "table", Reason: fmt.Sprintf("%s.%s is a primary-key table: write it with PutKv", t.Database, t.Name)}
 	}
-	acks := -1
-	if m.Acks != nil {
-		acks = int(*m.Acks)
+	acks, err := parseAcks(m.Acks)
+	if err != nil {
+		return nil, err
 	}
-	if acks != -1 && acks != 0 && acks != 1 {
-		return nil, &record.InvalidError{Field: "acks", Reason: fmt.Sprintf("must be 0, 1 or -1, got %d", acks)}
-	}
-	timeout := defaultProduceTimeout
-	if m.TimeoutMs > 0 {
-		timeout = time.Duration(m.TimeoutMs) * time.Millisecond
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout(m.TimeoutMs))
 	defer cancel()
 
 	buckets := m.Buckets
@@ -107,6 +100,25 @@ func (h *tabletHandler) ProduceLog(ctx context.Context, req *connect.Request[str
 		res.BaseOffset, res.NextOffset = info.FirstOffset, info.LastOffset+1
 	}
 	return connect.NewResponse(resp), nil
+}
+
+// parseAcks reads a write's acks: -1 (the default), 0 or 1.
+func parseAcks(acks *int32) (int, error) {
+	if acks == nil {
+		return -1, nil
+	}
+	if a := *acks; a != -1 && a != 0 && a != 1 {
+		return 0, &record.InvalidError{Field: "acks", Reason: fmt.Sprintf("must be 0, 1 or -1, got %d", a)}
+	}
+	return int(*acks), nil
+}
+
+// writeTimeout is a write's timeout_ms, or the default.
+func writeTimeout(ms int32) time.Duration {
+	if ms > 0 {
+		return time.Duration(ms) * time.Millisecond
+	}
+	return defaultProduceTimeout
 }
 
 // produceBucket validates every batch of one bucket against the table
