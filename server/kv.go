@@ -457,6 +457,28 @@ func (s *scanners) expireLocked(now time.Time) {
 	}
 }
 
+// expire closes the scanners unused for longer than the TTL.
+func (s *scanners) expire(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expireLocked(now)
+}
+
+// run expires abandoned scanners until ctx ends, so a client that stops
+// calling does not pin a Pebble snapshot forever.
+func (s *scanners) run(ctx context.Context) {
+	t := time.NewTicker(max(s.ttl/2, time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			s.expire(now)
+		}
+	}
+}
+
 // closeAll closes every open scanner (the node is stopping).
 func (s *scanners) closeAll() {
 	s.mu.Lock()

@@ -243,3 +243,31 @@ func TestPutKvBadInput(t *testing.T) {
 		t.Fatalf("ledger's changelog after rejected writes: %s", out)
 	}
 }
+
+func TestAbandonedScannersExpire(t *testing.T) {
+	var sc scanners
+	sc.ttl = time.Second
+	s := startServer(t, testConfig(t, t.TempDir()))
+	info := createTable(t, s, "shop", "things", "id BIGINT, name STRING", 1, "id")
+	h := &tabletHandler{s: s}
+	kt, err := h.kvTable("shop", "things")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab, err := h.kvOf(kt.Table, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := tab.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.put("x", &scanner{snap: snap, table: info.TableId})
+	sc.expire(time.Now().Add(2 * time.Second))
+	if sc.take("x") != nil {
+		t.Fatal("a scanner unused past its TTL was kept")
+	}
+	if _, err := snap.Next(1, 1); err == nil {
+		t.Fatal("the expired scanner's snapshot is still open")
+	}
+}

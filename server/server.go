@@ -208,6 +208,11 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 		defer s.wg.Done()
 		s.heartbeat(runCtx)
 	}()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.scanners.run(runCtx)
+	}()
 	s.ready.Store(true)
 	s.lg.Info("node ready", "cluster_id", id.ClusterID, "data_dir", cfg.DataDir)
 	return nil
