@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"syscall"
 	"testing"
 	"time"
 
 	"strom/client"
 	"strom/record"
-	stromv1 "strom/rpc/gen/strom/v1"
 )
 
 // TestKVEqualsChangelogThroughSIGKILL upserts, updates and deletes rows of
@@ -103,13 +101,7 @@ func TestKVEqualsChangelogThroughSIGKILL(t *testing.T) {
 			}
 		}
 	}()
-	for i := 0; i < 3; i++ {
-		time.Sleep(time.Duration(300+rand.IntN(500)) * time.Millisecond)
-		if err := n.kill(syscall.SIGKILL); err == nil {
-			t.Fatal("SIGKILL: want a non-zero exit")
-		}
-		n = startNode(t, bin, dir, addr, args...)
-	}
+	crashRestart(t, n, 3, 500*time.Millisecond, func() *node { return startNode(t, bin, dir, addr, args...) })
 	time.Sleep(300 * time.Millisecond)
 	close(stop)
 	<-done
@@ -118,54 +110,24 @@ func TestKVEqualsChangelogThroughSIGKILL(t *testing.T) {
 	}
 
 	// Fold the changelog of every bucket from offset 0.
-	sc, err := tbl.NewLogScanner(client.MaxWait(50 * time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	end, err := tbl.Offsets(ctx, stromv1.OffsetSpec_OFFSET_SPEC_LATEST, time.Time{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for b := int32(0); b < tbl.Buckets(); b++ {
-		if err := sc.Subscribe(ctx, b, client.Earliest()); err != nil {
-			t.Fatal(err)
-		}
-	}
 	folded := map[int64]record.Row{}
 	changes := 0
-	for {
-		caught := true
-		for b, o := range sc.Position() {
-			caught = caught && o >= end[b]
-		}
-		if caught {
-			break
-		}
-		fs, err := sc.Poll(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := fs.Errors(); err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range fs.Records() {
-			changes++
-			id := r.Row[0].(int64)
-			switch r.ChangeType {
-			case record.Insert, record.UpdateAfter:
-				folded[id] = r.Row
-			case record.Delete:
-				delete(folded, id)
-			case record.UpdateBefore:
-				if _, ok := folded[id]; !ok {
-					t.Fatalf("-U of key %d that the changelog never inserted", id)
-				}
-			default:
-				t.Fatalf("change type %v in a changelog", r.ChangeType)
+	readAll(ctx, t, tbl, func(r client.ScanRecord) {
+		changes++
+		id := r.Row[0].(int64)
+		switch r.ChangeType {
+		case record.Insert, record.UpdateAfter:
+			folded[id] = r.Row
+		case record.Delete:
+			delete(folded, id)
+		case record.UpdateBefore:
+			if _, ok := folded[id]; !ok {
+				t.Fatalf("-U of key %d that the changelog never inserted", id)
 			}
+		default:
+			t.Fatalf("change type %v in a changelog", r.ChangeType)
 		}
-		fs.Release()
-	}
+	})
 
 	// A scan gives exactly the folded rows.
 	scanned := map[int64]record.Row{}

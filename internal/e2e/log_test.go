@@ -109,13 +109,7 @@ func TestProduceThroughSIGKILL(t *testing.T) {
 	}()
 
 	// Kill and restart the server three times while the producer runs.
-	for i := 0; i < 3; i++ {
-		time.Sleep(time.Duration(300+rand.IntN(700)) * time.Millisecond)
-		if err := n.kill(syscall.SIGKILL); err == nil {
-			t.Fatal("SIGKILL: want a non-zero exit")
-		}
-		n = startNode(t, bin, dir, addr, args...)
-	}
+	crashRestart(t, n, 3, 700*time.Millisecond, func() *node { return startNode(t, bin, dir, addr, args...) })
 	time.Sleep(500 * time.Millisecond)
 	close(stop)
 	<-done
@@ -130,47 +124,15 @@ func TestProduceThroughSIGKILL(t *testing.T) {
 	mu.Unlock()
 
 	// Read everything back.
-	sc, err := tbl.NewLogScanner(client.MaxWait(100 * time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	end, err := tbl.Offsets(ctx, stromv1.OffsetSpec_OFFSET_SPEC_LATEST, time.Time{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for b := int32(0); b < tbl.Buckets(); b++ {
-		if err := sc.Subscribe(ctx, b, client.Earliest()); err != nil {
-			t.Fatal(err)
-		}
-	}
 	seen := map[int64]int{}
 	nextOffset := map[int32]int64{}
-	for {
-		done := true
-		for b, o := range sc.Position() {
-			if o < end[b] {
-				done = false
-			}
+	readAll(ctx, t, tbl, func(r client.ScanRecord) {
+		if r.Offset != nextOffset[r.Bucket] {
+			t.Fatalf("bucket %d: offset %d after %d: offsets are not dense", r.Bucket, r.Offset, nextOffset[r.Bucket]-1)
 		}
-		if done {
-			break
-		}
-		fs, err := sc.Poll(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := fs.Errors(); err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range fs.Records() {
-			if r.Offset != nextOffset[r.Bucket] {
-				t.Fatalf("bucket %d: offset %d after %d: offsets are not dense", r.Bucket, r.Offset, nextOffset[r.Bucket]-1)
-			}
-			nextOffset[r.Bucket]++
-			seen[r.Row[0].(int64)]++
-		}
-		fs.Release()
-	}
+		nextOffset[r.Bucket]++
+		seen[r.Row[0].(int64)]++
+	})
 	for id, k := range seen {
 		if k != 1 {
 			t.Errorf("row %d read %d times", id, k)
@@ -200,4 +162,58 @@ func writeConfig(t *testing.T, body string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// crashRestart SIGKILLs the node rounds times at random moments (waiting
+// 300ms plus up to jitter between kills) and restarts it each time; it
+// returns the node that runs at the end.
+func crashRestart(t *testing.T, n *node, rounds int, jitter time.Duration, restart func() *node) *node {
+	t.Helper()
+	for i := 0; i < rounds; i++ {
+		time.Sleep(300*time.Millisecond + time.Duration(rand.Int64N(int64(jitter))))
+		if err := n.kill(syscall.SIGKILL); err == nil {
+			t.Fatal("SIGKILL: want a non-zero exit")
+		}
+		n = restart()
+	}
+	return n
+}
+
+// readAll reads every bucket of tbl from its earliest offset to its current
+// end and hands each record to fn, in offset order per bucket.
+func readAll(ctx context.Context, t *testing.T, tbl *client.Table, fn func(client.ScanRecord)) {
+	t.Helper()
+	sc, err := tbl.NewLogScanner(client.MaxWait(100 * time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, err := tbl.Offsets(ctx, stromv1.OffsetSpec_OFFSET_SPEC_LATEST, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b := int32(0); b < tbl.Buckets(); b++ {
+		if err := sc.Subscribe(ctx, b, client.Earliest()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for {
+		done := true
+		for b, o := range sc.Position() {
+			done = done && o >= end[b]
+		}
+		if done {
+			return
+		}
+		fs, err := sc.Poll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fs.Errors(); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range fs.Records() {
+			fn(r)
+		}
+		fs.Release()
+	}
 }
