@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -23,6 +25,23 @@ func newBenchCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure produce, consume, column pruning, upsert and lookup throughput against a running node",
+	}
+	var cpuProfile string
+	cmd.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this command (the client side) to the file")
+	cmd.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if cpuProfile == "" {
+			return nil
+		}
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
+		}
+		return pprof.StartCPUProfile(f)
+	}
+	cmd.PersistentPostRun = func(*cobra.Command, []string) {
+		if cpuProfile != "" {
+			pprof.StopCPUProfile()
+		}
 	}
 	cmd.AddCommand(newBenchProduceCmd(g), newBenchConsumeCmd(g), newBenchPruningCmd(g),
 		newBenchUpsertCmd(g), newBenchLookupCmd(g), newBenchZKCmd())
@@ -216,11 +235,15 @@ writes the same bytes to a temporary file from this process. Prints both and the
 				defer os.Remove(f.Name())
 				defer f.Close()
 				for r := 0; r < rounds; r++ {
+					// Each phase starts with no dirty pages, so neither
+					// pays for the other's write-back.
+					syscall.Sync()
 					fs, err := fileBaseline(f, batches)
 					if err != nil {
 						return err
 					}
 					fileRuns = append(fileRuns, fs)
+					syscall.Sync()
 					start := time.Now()
 					if n, err = produceBatches(ctx, c, t, batches, acks, inflight); err != nil {
 						return err

@@ -86,7 +86,7 @@ func (t *Table) ProduceBatches(ctx context.Context, bucket int32, batches []byte
 	backoff := 50 * time.Millisecond
 	deadline := time.Now().Add(time.Minute)
 	for {
-		resp, err := call(ctx, t.c, t.c.tablet.ProduceLog, &stromv1.ProduceLogRequest{
+		resp, err := t.c.produce(ctx, &stromv1.ProduceLogRequest{
 			Database: t.info.Database, Table: t.info.Table, Acks: &a,
 			Buckets: []*stromv1.ProduceBucket{{Bucket: bucket, Records: batches}},
 		})

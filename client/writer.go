@@ -37,7 +37,7 @@ func (t *Table) NewAppendWriter(_ context.Context, opts ...WriterOption) (*Appen
 		},
 		stamp: func(b []byte, id int64, seq int32) { record.Batch(b).SetWriter(id, seq) },
 		send: func(ctx context.Context, bucket int32, batch []byte, acks int32, timeout time.Duration) (*stromv1.ProduceBucketResult, error) {
-			resp, err := call(ctx, t.c, t.c.tablet.ProduceLog, &stromv1.ProduceLogRequest{
+			resp, err := t.c.produce(ctx, &stromv1.ProduceLogRequest{
 				Database: t.info.Database, Table: t.info.Table, Acks: &acks, TimeoutMs: int32(timeout / time.Millisecond),
 				Buckets: []*stromv1.ProduceBucket{{Bucket: bucket, Records: batch}},
 			})

@@ -22,6 +22,7 @@ func FuzzDecodeArrowBatch(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		b := Batch(data)
 		_ = ValidateArrowBatch(b, s)
+		_ = CheckArrowBatch(b, s) // past the CRC, as a produce handler does
 		if ab, err := DecodeArrowBatch(b, s, nil); err == nil {
 			for i := range ab.Len() {
 				_ = ab.ChangeType(i)

@@ -380,9 +380,9 @@ func Run(ctx context.Context, cfg Config, lg *slog.Logger) error {
 	return s.Stop(context.Background())
 }
 
-func (s *Server) handler() http.Handler {
-	mux := http.NewServeMux()
-	opts := []connect.HandlerOption{
+// connectOptions are the options of every Connect handler of the API.
+func (s *Server) connectOptions() []connect.HandlerOption {
+	return []connect.HandlerOption{
 		// The error interceptor is outermost so it maps ErrNotReady too.
 		connect.WithInterceptors(rpc.ErrorInterceptor(), rpc.ReadyInterceptor(s.ready.Load)),
 		// A request larger than this is refused before it is read.
@@ -390,9 +390,19 @@ func (s *Server) handler() http.Handler {
 		// No gzip: data travels as Arrow batches already compressed per
 		// buffer (LZ4 or ZSTD); compressing them again only burns CPU.
 		connect.WithCompression("gzip", nil, nil),
+		// Produced record batches are decoded into pooled buffers.
+		connect.WithCodec(rpc.Codec{}),
 	}
+}
+
+func (s *Server) handler() http.Handler {
+	mux := http.NewServeMux()
+	opts := s.connectOptions()
 	mux.Handle(stromv1connect.NewAdminServiceHandler(&adminHandler{s: s}, opts...))
-	mux.Handle(stromv1connect.NewTabletServiceHandler(&tabletHandler{s: s}, opts...))
+	th := &tabletHandler{s: s}
+	tabletPath, tablet := stromv1connect.NewTabletServiceHandler(th, opts...)
+	mux.Handle(tabletPath, tablet)
+	mux.Handle(produceLogPath, newProduceFastPath(th, s.ready.Load, tablet))
 
 	services := []string{stromv1connect.AdminServiceName, stromv1connect.TabletServiceName}
 	reflector := grpcreflect.NewStaticReflector(services...)

@@ -58,7 +58,18 @@ func (h *tabletHandler) replica(t catalog.Table, bucket int32) (*replica.Replica
 }
 
 func (h *tabletHandler) ProduceLog(ctx context.Context, req *connect.Request[stromv1.ProduceLogRequest]) (*connect.Response[stromv1.ProduceLogResponse], error) {
-	m := req.Msg
+	// The log copies the batches; their buffers go back to the codec's pool.
+	defer rpc.ReleaseRecords(req.Msg)
+	resp, err := h.produce(ctx, req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(resp), nil
+}
+
+// produce is ProduceLog, for the Connect handler and the fast path
+// (producefast.go) alike.
+func (h *tabletHandler) produce(ctx context.Context, m *stromv1.ProduceLogRequest) (*stromv1.ProduceLogResponse, error) {
 	t, err := h.table(m.Database, m.Table)
 	if err != nil {
 		return nil, err
@@ -99,7 +110,7 @@ func (h *tabletHandler) ProduceLog(ctx context.Context, req *connect.Request[str
 		}
 		res.BaseOffset, res.NextOffset = info.FirstOffset, info.LastOffset+1
 	}
-	return connect.NewResponse(resp), nil
+	return resp, nil
 }
 
 // parseAcks reads a write's acks: -1 (the default), 0 or 1.
@@ -143,7 +154,8 @@ func (h *tabletHandler) produceBucket(ctx context.Context, t catalog.Table, pb *
 		if int32(b.SchemaID()) != t.SchemaID {
 			return log.AppendInfo{}, fmt.Errorf("bucket %d batch %d: %w: schema id %d, the table's schema is %d", pb.Bucket, i, catalog.ErrSchemaNotExist, b.SchemaID(), t.SchemaID)
 		}
-		if err := record.ValidateArrowBatch(b, t.Schema); err != nil {
+		// The log checks the CRC on append.
+		if err := record.CheckArrowBatch(b, t.Schema); err != nil {
 			return log.AppendInfo{}, fmt.Errorf("bucket %d batch %d: %w", pb.Bucket, i, err)
 		}
 	}

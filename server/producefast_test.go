@@ -1,0 +1,192 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"strom/record"
+	stromv1 "strom/rpc/gen/strom/v1"
+	"strom/rpc/gen/strom/v1/stromv1connect"
+)
+
+// TestProduceFastPathAnswersAsConnect sends the same ProduceLog calls to the
+// fast path and to the Connect handler it stands in for, and requires the
+// same replies: status, content type, and body (byte for byte for errors;
+// for successes the same message but for the offsets, which the first call
+// advanced).
+func TestProduceFastPathAnswersAsConnect(t *testing.T) {
+	s := startServer(t, testConfig(t, t.TempDir()))
+	const ddl = "id BIGINT NOT NULL, name STRING"
+	info := createTable(t, s, "demo", "events", ddl, 2)
+	createTable(t, s, "demo", "users", ddl, 1, "id")
+	waitReplicas(t, s, info)
+	good := buildBatch(t, schemaOf(t, ddl), info.SchemaId, record.Row{int64(1), "a"}, record.Row{int64(2), "b"})
+	badCRC := append([]byte(nil), good...)
+	badCRC[len(badCRC)-1] ^= 0xff
+
+	th := &tabletHandler{s: s}
+	_, connectHandler := stromv1connect.NewTabletServiceHandler(th, s.connectOptions()...)
+	fast := newProduceFastPath(th, s.ready.Load, connectHandler)
+
+	marshal := func(m *stromv1.ProduceLogRequest) []byte {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	acks := func(a int32) *int32 { return &a }
+	cases := []struct {
+		name    string
+		body    []byte
+		header  map[string]string
+		notReady bool
+		success bool
+	}{
+		{name: "appended", success: true, body: marshal(&stromv1.ProduceLogRequest{Database: "demo", Table: "events",
+			Buckets: []*stromv1.ProduceBucket{{Bucket: 0, Records: good}, {Bucket: 1, Records: good}}})},
+		{name: "bucket errors", success: true, body: marshal(&stromv1.ProduceLogRequest{Database: "demo", Table: "events",
+			Buckets: []*stromv1.ProduceBucket{{Bucket: 0, Records: badCRC}, {Bucket: 7, Records: good}, {Bucket: 1}}})},
+		{name: "no such table", body: marshal(&stromv1.ProduceLogRequest{Database: "demo", Table: "nope",
+			Buckets: []*stromv1.ProduceBucket{{Bucket: 0, Records: good}}})},
+		{name: "primary-key table", body: marshal(&stromv1.ProduceLogRequest{Database: "demo", Table: "users",
+			Buckets: []*stromv1.ProduceBucket{{Bucket: 0, Records: good}}})},
+		{name: "bad acks", body: marshal(&stromv1.ProduceLogRequest{Database: "demo", Table: "events", Acks: acks(3),
+			Buckets: []*stromv1.ProduceBucket{{Bucket: 0, Records: good}}})},
+		{name: "rows and buckets", body: marshal(&stromv1.ProduceLogRequest{Database: "demo", Table: "events",
+			Buckets: []*stromv1.ProduceBucket{{Bucket: 0, Records: good}}, Rows: nil}) /* rows below */},
+		{name: "garbage", body: []byte{0x2a, 0xff, 0xff, 0xff, 0xff, 0x0f, 1, 2}},
+		{name: "empty", body: nil},
+		{name: "timeout not a number", header: map[string]string{"Connect-Timeout-Ms": "soon"}, body: marshal(&stromv1.ProduceLogRequest{Database: "demo", Table: "events"})},
+		{name: "timeout too long", header: map[string]string{"Connect-Timeout-Ms": "12345678901"}, body: marshal(&stromv1.ProduceLogRequest{Database: "demo", Table: "events"})},
+		{name: "timeout negative", header: map[string]string{"Connect-Timeout-Ms": "-5"}, body: marshal(&stromv1.ProduceLogRequest{Database: "demo", Table: "events"})},
+		{name: "not ready", notReady: true, body: marshal(&stromv1.ProduceLogRequest{Database: "demo", Table: "events",
+			Buckets: []*stromv1.ProduceBucket{{Bucket: 0, Records: good}}})},
+	}
+	// A request with rows takes proto.Unmarshal inside the fast path.
+	withRows, err := proto.Marshal(&stromv1.ProduceLogRequest{Database: "demo", Table: "events",
+		Buckets: []*stromv1.ProduceBucket{{Bucket: 0, Records: good}}, Rows: rowsOf(t, `{"id":1}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases[5].body = withRows
+
+	do := func(h http.Handler, body []byte, header map[string]string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, stromv1connect.TabletServiceProduceLogProcedure, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/proto")
+		req.Header.Set("Connect-Protocol-Version", "1")
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s.ready.Store(!tc.notReady)
+			defer s.ready.Store(true)
+			before := fast.served.Load()
+			f := do(fast, tc.body, tc.header)
+			if fast.served.Load() != before+1 {
+				t.Fatal("the fast path passed the call on")
+			}
+			c := do(connectHandler, tc.body, tc.header)
+			if f.Code != c.Code || f.Header().Get("Content-Type") != c.Header().Get("Content-Type") {
+				t.Fatalf("fast path: %d %s; Connect: %d %s", f.Code, f.Header().Get("Content-Type"), c.Code, c.Header().Get("Content-Type"))
+			}
+			if !tc.success {
+				if f.Code == http.StatusOK {
+					t.Fatalf("want an error, got %d", f.Code)
+				}
+				if !bytes.Equal(f.Body.Bytes(), c.Body.Bytes()) {
+					t.Fatalf("error bodies differ:\nfast path: %s\nConnect:   %s", f.Body, c.Body)
+				}
+				return
+			}
+			var fm, cm stromv1.ProduceLogResponse
+			if err := proto.Unmarshal(f.Body.Bytes(), &fm); err != nil {
+				t.Fatal(err)
+			}
+			if err := proto.Unmarshal(c.Body.Bytes(), &cm); err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range cm.Buckets {
+				if b.Error == nil { // Connect's call came second: two rows later
+					b.BaseOffset -= 2
+					b.NextOffset -= 2
+				}
+			}
+			if !proto.Equal(&fm, &cm) {
+				t.Fatalf("replies differ:\nfast path: %v\nConnect:   %v", &fm, &cm)
+			}
+		})
+	}
+
+	// Calls the fast path does not take reach Connect.
+	for name, h := range map[string]map[string]string{
+		"json":       {"Content-Type": "application/json"},
+		"compressed": {"Content-Encoding": "gzip"},
+		"grpc":       {"Content-Type": "application/grpc"},
+	} {
+		before := fast.served.Load()
+		do(fast, []byte("{}"), h)
+		if fast.served.Load() != before {
+			t.Errorf("%s: the fast path took the call", name)
+		}
+	}
+}
+
+// TestConnectClientsTakeTheFastPath checks that connect-go's own client (as
+// other Go programs would use it) sends ProduceLog in the form the fast path
+// takes, over HTTP/1.1 and HTTP/2 alike.
+func TestConnectClientsTakeTheFastPath(t *testing.T) {
+	s := startServer(t, testConfig(t, t.TempDir()))
+	const ddl = "id BIGINT NOT NULL, name STRING"
+	info := createTable(t, s, "demo", "events", ddl, 1)
+	waitReplicas(t, s, info)
+	good := buildBatch(t, schemaOf(t, ddl), info.SchemaId, record.Row{int64(1), "a"})
+	th := &tabletHandler{s: s}
+	_, connectHandler := stromv1connect.NewTabletServiceHandler(th, s.connectOptions()...)
+	fast := newProduceFastPath(th, s.ready.Load, connectHandler)
+	srv := httptest.NewUnstartedServer(fast)
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	defer srv.Close()
+	for name, hc := range map[string]*http.Client{"HTTP/1.1": http.DefaultClient, "HTTP/2": h2cClient()} {
+		c := stromv1connect.NewTabletServiceClient(hc, srv.URL)
+		before := fast.served.Load()
+		resp, err := c.ProduceLog(context.Background(), connect.NewRequest(&stromv1.ProduceLogRequest{Database: "demo", Table: "events",
+			Buckets: []*stromv1.ProduceBucket{{Bucket: 0, Records: good}}}))
+		if err != nil || resp.Msg.Buckets[0].Error != nil {
+			t.Fatalf("%s: %v %v", name, err, resp)
+		}
+		if fast.served.Load() != before+1 {
+			t.Errorf("%s: connect-go's call did not take the fast path", name)
+		}
+	}
+}
+
+// rowsOf parses JSON objects into the rows field of a request.
+func rowsOf(t *testing.T, objects ...string) []*structpb.Struct {
+	t.Helper()
+	var out []*structpb.Struct
+	for _, o := range objects {
+		st := &structpb.Struct{}
+		if err := protojson.Unmarshal([]byte(o), st); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, st)
+	}
+	return out
+}
