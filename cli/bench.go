@@ -121,7 +121,10 @@ func genRow(rng *rand.Rand, s record.Schema, strLen int) record.Row {
 
 // buildBatches encodes rows into batches of about batchBytes, spread over
 // buckets round-robin, compressed as the table says (or as comp, if set).
-func buildBatches(t *client.Table, rows, rowBytes, batchBytes int, seed uint64, comp *record.ArrowCompression) (map[int32][][]byte, int, error) {
+// With sent set, batchBytes bounds a batch as sent (compressed), as the
+// client's batch size does, by the ratio the previous batch compressed by;
+// otherwise it bounds the batch's uncompressed size.
+func buildBatches(t *client.Table, rows, rowBytes, batchBytes int, sent bool, seed uint64, comp *record.ArrowCompression) (map[int32][][]byte, int, error) {
 	s := t.Schema()
 	strCols := 0
 	fixed := 0
@@ -151,14 +154,19 @@ func buildBatches(t *client.Table, rows, rowBytes, batchBytes int, seed uint64, 
 		return nil, 0, err
 	}
 	bucket := int32(0)
+	ratio := 1.0
 	flush := func() error {
 		if b.Len() == 0 {
 			return nil
 		}
+		estimated := b.EstimatedSize()
 		buf, _, err := b.Build(nil, record.BatchHeader{SchemaID: int16(t.Info().SchemaId), AppendOnly: true,
 			WriterID: record.NoWriterID, BatchSequence: record.NoBatchSequence}, *comp)
 		if err != nil {
 			return err
+		}
+		if sent {
+			ratio = float64(len(buf)) / float64(estimated)
 		}
 		out[bucket] = append(out[bucket], buf)
 		total += len(buf)
@@ -170,7 +178,7 @@ func buildBatches(t *client.Table, rows, rowBytes, batchBytes int, seed uint64, 
 		if err := b.Append(genRow(rng, s, strLen), record.AppendOnly); err != nil {
 			return nil, 0, err
 		}
-		if b.EstimatedSize() >= batchBytes {
+		if float64(b.EstimatedSize())*ratio >= float64(batchBytes) {
 			if err := flush(); err != nil {
 				return nil, 0, err
 			}
@@ -195,6 +203,8 @@ type produceResult struct {
 	Acks            int     `json:"acks"`
 	BatchBytes      int     `json:"batch_bytes"`
 	BatchesProduced int     `json:"batches"`
+	Inflight        int     `json:"inflight"`
+	ClientCores     float64 `json:"client_cpu_cores"`
 }
 
 func newBenchProduceCmd(g *globals) *cobra.Command {
@@ -202,9 +212,12 @@ func newBenchProduceCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "produce DB.TABLE",
 		Short: "Produce pre-built batches and compare with appending the same bytes to a plain file",
-		Long: `Builds --rows rows of about --row-bytes bytes into batches (not timed), sends them with ProduceLog
-(one request in flight per bucket, acks as given), and, as the baseline measured in the same run,
-writes the same bytes to a temporary file from this process. Prints both and their ratio.`,
+		Long: `Builds --rows rows of about --row-bytes bytes into batches of about --batch-bytes as sent (not
+timed), then, in each of --rounds rounds, writes the batches' bytes to a plain file from this
+process (the baseline) and sends them with ProduceLog as the Go client does: an idempotent writer
+per bucket, --inflight requests in flight per bucket, acks as given. Every phase starts after a
+sync, so neither pays for the other's write-back. Prints the medians and the median of the
+rounds' ratios.`,
 		Args: exactArgs(1, "DB.TABLE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			db, name, err := record.ParseTablePath(args[0])
@@ -219,58 +232,64 @@ writes the same bytes to a temporary file from this process. Prints both and the
 				if err != nil {
 					return err
 				}
-				batches, total, err := buildBatches(t, rows, rowBytes, batchBytes, uint64(time.Now().UnixNano()), nil)
+				batches, total, err := buildBatches(t, rows, rowBytes, batchBytes, true, uint64(time.Now().UnixNano()), nil)
 				if err != nil {
 					return err
 				}
-				// Rounds alternate the baseline and the real thing, so that
-				// both see the same machine (page cache, writeback, other
-				// load); the medians are compared.
-				var fileRuns, runs []float64
 				n := 0
+				for _, bs := range batches {
+					n += len(bs)
+				}
 				f, err := os.CreateTemp("", "strom-bench-*")
 				if err != nil {
 					return err
 				}
 				defer os.Remove(f.Name())
 				defer f.Close()
+				// Rounds alternate the baseline and the real thing, so that
+				// both see the same machine (page cache, other load).
+				var fileRuns, runs, ratios []float64
+				var cpu, wall float64
 				for r := 0; r < rounds; r++ {
-					// Each phase starts with no dirty pages, so neither
-					// pays for the other's write-back.
 					syscall.Sync()
 					fs, err := fileBaseline(f, batches)
 					if err != nil {
 						return err
 					}
-					fileRuns = append(fileRuns, fs)
-					syscall.Sync()
-					start := time.Now()
-					if n, err = produceBatches(ctx, c, t, batches, acks, inflight); err != nil {
+					if err := stampWriters(ctx, c, batches); err != nil {
 						return err
 					}
-					runs = append(runs, time.Since(start).Seconds())
+					syscall.Sync()
+					cpu0, start := cpuSeconds(), time.Now()
+					if err := produceBatches(ctx, t, batches, acks, inflight); err != nil {
+						return err
+					}
+					secs := time.Since(start).Seconds()
+					cpu += cpuSeconds() - cpu0
+					wall += secs
+					fileRuns, runs, ratios = append(fileRuns, fs), append(runs, secs), append(ratios, fs/secs)
 				}
-				fileSecs, secs := median(fileRuns), median(runs)
+				secs := median(runs)
 				res := produceResult{Rows: rows, Bytes: total, Seconds: secs, RecordsPerSec: float64(rows) / secs,
-					MBPerSec: float64(total) / secs / 1e6, FileMBPerSec: float64(total) / fileSecs / 1e6, Acks: acks,
-					BatchBytes: batchBytes, BatchesProduced: n}
-				res.RatioToFile = res.MBPerSec / res.FileMBPerSec
+					MBPerSec: float64(total) / secs / 1e6, FileMBPerSec: float64(total) / median(fileRuns) / 1e6,
+					RatioToFile: median(ratios), Acks: acks, BatchBytes: batchBytes, BatchesProduced: n,
+					Inflight: inflight, ClientCores: cpu / wall}
 				if g.output == "json" {
 					return json.NewEncoder(g.out).Encode(res)
 				}
-				fmt.Fprintf(g.out, "produced %d rows (%.1f MB in %d batches, acks=%d) in %.2fs (median of %d rounds): %.0f records/s, %.1f MB/s\n",
-					rows, float64(total)/1e6, n, acks, secs, rounds, res.RecordsPerSec, res.MBPerSec)
-				fmt.Fprintf(g.out, "baseline: the same bytes to a plain file: %.1f MB/s; ratio %.2f\n", res.FileMBPerSec, res.RatioToFile)
+				fmt.Fprintf(g.out, "produced %d rows (%.1f MB in %d batches, acks=%d, %d in flight per bucket) in %.3fs (median of %d rounds): %.0f records/s, %.1f MB/s; the client used %.2f cores\n",
+					rows, float64(total)/1e6, n, acks, inflight, secs, rounds, res.RecordsPerSec, res.MBPerSec, res.ClientCores)
+				fmt.Fprintf(g.out, "baseline: the same bytes to a plain file: %.1f MB/s; ratio %.2f (median of the rounds' ratios)\n", res.FileMBPerSec, res.RatioToFile)
 				return nil
 			})
 		},
 	}
-	cmd.Flags().IntVar(&rows, "rows", 100000, "rows to produce")
+	cmd.Flags().IntVar(&rows, "rows", 500000, "rows to produce")
 	cmd.Flags().IntVar(&rowBytes, "row-bytes", 1024, "approximate bytes per row")
-	cmd.Flags().IntVar(&batchBytes, "batch-bytes", 1<<20, "approximate bytes per batch")
+	cmd.Flags().IntVar(&batchBytes, "batch-bytes", 2<<20, "approximate bytes per batch as sent (the client's client.writer.batch-size)")
 	cmd.Flags().IntVar(&acks, "acks", -1, "-1, 1 or 0")
-	cmd.Flags().IntVar(&rounds, "rounds", 3, "rounds of (baseline, produce); medians are reported")
-	cmd.Flags().IntVar(&inflight, "inflight", 1, "requests in flight per bucket (order within a bucket is kept only with 1)")
+	cmd.Flags().IntVar(&rounds, "rounds", 5, "rounds of (baseline, produce); medians are reported")
+	cmd.Flags().IntVar(&inflight, "inflight", 5, "requests in flight per bucket (the client's client.writer.max-inflight-requests-per-bucket, 1 to 5)")
 	return cmd
 }
 
@@ -278,6 +297,15 @@ func median(v []float64) float64 {
 	s := append([]float64(nil), v...)
 	sort.Float64s(s)
 	return s[len(s)/2]
+}
+
+// cpuSeconds is the CPU time this process has used.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 // fileBaseline appends the batches' bytes to f and returns the seconds it
@@ -297,30 +325,57 @@ func fileBaseline(f *os.File, batches map[int32][][]byte) (float64, error) {
 	return time.Since(start).Seconds(), nil
 }
 
-// produceBatches sends the batches with inflight requests at a time per
-// bucket (order within a bucket is kept only with inflight 1).
-func produceBatches(ctx context.Context, c *client.Client, t *client.Table, batches map[int32][][]byte, acks, inflight int) (int, error) {
-	var wg sync.WaitGroup
-	errs := make(chan error, len(batches)*inflight)
-	n := 0
-	for bucket, bs := range batches {
-		n += len(bs)
-		for w := 0; w < inflight; w++ {
-			wg.Add(1)
-			go func(bucket int32, w int) {
-				defer wg.Done()
-				for i := w; i < len(bs); i += inflight {
-					if err := t.ProduceBatches(ctx, bucket, bs[i], acks); err != nil {
-						errs <- err
-						return
-					}
-				}
-			}(bucket, w)
+// stampWriters gives each bucket's batches a new idempotent writer id and
+// the sequences 0, 1, ... (as the client's writer does; not timed: it
+// rewrites each batch's CRC).
+func stampWriters(ctx context.Context, c *client.Client, batches map[int32][][]byte) error {
+	for _, bs := range batches {
+		id, err := c.InitWriter(ctx)
+		if err != nil {
+			return err
+		}
+		for i, b := range bs {
+			record.Batch(b).SetWriter(id, int32(i))
 		}
 	}
+	return nil
+}
+
+// produceBatches sends each bucket's batches with up to inflight requests
+// in flight per bucket; the server appends them in sequence order.
+func produceBatches(ctx context.Context, t *client.Table, batches map[int32][][]byte, acks, inflight int) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, 1)
+	for bucket, bs := range batches {
+		slots := make(chan struct{}, inflight)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var sending sync.WaitGroup
+			defer sending.Wait()
+			for _, b := range bs {
+				slots <- struct{}{}
+				sending.Add(1)
+				go func() {
+					defer sending.Done()
+					defer func() { <-slots }()
+					if err := t.ProduceBatches(ctx, bucket, b, acks); err != nil {
+						select {
+						case errs <- err:
+						default:
+						}
+					}
+				}()
+			}
+		}()
+	}
 	wg.Wait()
-	close(errs)
-	return n, <-errs
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
+	}
 }
 
 type consumeResult struct {
@@ -444,16 +499,16 @@ first 1, 5, 10 and 20 columns, and prints records/s of each and the ratio to the
 					return err
 				}
 				fmt.Fprintf(cmd.ErrOrStderr(), "loading %d rows into bench.%s ...\n", rows, name)
-				batches, total, err := buildBatches(t, rows, 2048, 2<<20, 42, nil)
+				batches, total, err := buildBatches(t, rows, 2048, 2<<20, false, 42, nil)
 				if err != nil {
 					return err
 				}
 				// The same rows uncompressed, for the compression ratio.
-				_, raw, err := buildBatches(t, rows, 2048, 2<<20, 42, &record.ArrowCompression{Type: record.CompressionNone})
+				_, raw, err := buildBatches(t, rows, 2048, 2<<20, false, 42, &record.ArrowCompression{Type: record.CompressionNone})
 				if err != nil {
 					return err
 				}
-				if _, err := produceBatches(ctx, c, t, batches, -1, 1); err != nil {
+				if err := produceBatches(ctx, t, batches, -1, 1); err != nil {
 					return err
 				}
 				fmt.Fprintf(cmd.ErrOrStderr(), "loaded %.1f MB (%.1f MB uncompressed: ZSTD ratio %.2f×); fetching ...\n",

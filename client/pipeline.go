@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -22,14 +23,16 @@ type writerConfig struct {
 	idempotent      bool          // client.writer.enable-idempotence
 	deliveryTimeout time.Duration // how long a batch may be retried before it fails
 	requestTimeout  time.Duration
+	maxInflight     int      // client.writer.max-inflight-requests-per-bucket
 	targetColumns   []string // UpsertWriter: partial update
 }
 
 // WriterOption configures an AppendWriter or an UpsertWriter.
 type WriterOption func(*writerConfig)
 
-// BatchSize sets the size (bytes, estimated before compression) at which a
-// bucket's batch is sent (default 2 MiB).
+// BatchSize sets the size at which a bucket's batch is sent (default 2
+// MiB): for a log table the batch's size after compression, estimated (as
+// Fluss does) from the ratio the table's earlier batches compressed by.
 func BatchSize(n int) WriterOption { return func(c *writerConfig) { c.batchSize = n } }
 
 // BatchTimeout sets how long a batch waits to fill before it is sent
@@ -47,6 +50,13 @@ func Acks(acks int) WriterOption { return func(c *writerConfig) { c.acks = int32
 // Idempotent turns idempotent writes on or off (default on): retried
 // batches are written once.
 func Idempotent(on bool) WriterOption { return func(c *writerConfig) { c.idempotent = on } }
+
+// MaxInflight sets how many batches of a bucket may be in flight at once
+// with idempotence on (default 5, the most: a server remembers a writer's
+// last five batches). Without idempotence one is, to keep the order.
+func MaxInflight(n int) WriterOption { return func(c *writerConfig) { c.maxInflight = n } }
+
+const maxInflightLimit = 5
 
 // DeliveryTimeout bounds how long a batch is retried (default 2 minutes).
 func DeliveryTimeout(d time.Duration) WriterOption {
@@ -76,9 +86,10 @@ type batchKind struct {
 
 // pipeline is the machinery of AppendWriter and UpsertWriter: rows are
 // grouped per bucket into batches and sent in the background, in order per
-// bucket, one request in flight per bucket; retriable errors are retried
-// with backoff, and with idempotence on a retried batch is written exactly
-// once. Its methods are safe for concurrent use.
+// bucket, up to MaxInflight requests in flight per bucket (one without
+// idempotence); retriable errors are retried with backoff, and with
+// idempotence on a retried batch is written exactly once. Its methods are
+// safe for concurrent use.
 type pipeline struct {
 	t         *Table
 	cfg       writerConfig
@@ -151,6 +162,7 @@ func defaultWriterConfig() writerConfig {
 	return writerConfig{
 		batchSize: 2 << 20, batchTimeout: 100 * time.Millisecond, bufferMemory: 64 << 20,
 		acks: -1, idempotent: true, deliveryTimeout: 2 * time.Minute, requestTimeout: 30 * time.Second,
+		maxInflight: 5,
 	}
 }
 
@@ -162,6 +174,10 @@ func newPipeline(t *Table, kind batchKind, opts []WriterOption) (*pipeline, erro
 	if cfg.batchSize <= 0 || cfg.bufferMemory < int64(cfg.batchSize) || cfg.batchTimeout <= 0 {
 		return nil, fmt.Errorf("client: writer options: batch size %d, buffer memory %d, batch timeout %s: want positive values with buffer ≥ batch size",
 			cfg.batchSize, cfg.bufferMemory, cfg.batchTimeout)
+	}
+	if cfg.maxInflight < 1 || cfg.maxInflight > maxInflightLimit {
+		return nil, fmt.Errorf("client: max in-flight requests per bucket must be 1 to %d (the batches a server remembers per writer), got %d",
+			maxInflightLimit, cfg.maxInflight)
 	}
 	if cfg.acks != -1 && cfg.acks != 0 && cfg.acks != 1 {
 		return nil, fmt.Errorf("client: acks must be -1, 0 or 1, got %d", cfg.acks)
@@ -285,7 +301,7 @@ func (w *pipeline) sealLocked(pb *pendingBatch) {
 	}
 	s := w.mu.senders[pb.bucket]
 	if s == nil {
-		s = &bucketSender{w: w, bucket: pb.bucket, queue: make(chan *sealedBatch, 64), writerID: record.NoWriterID}
+		s = newBucketSender(w, pb.bucket)
 		w.mu.senders[pb.bucket] = s
 		w.wg.Add(1)
 		go s.run()
@@ -387,69 +403,129 @@ func (w *pipeline) close(ctx context.Context) error {
 
 // bucketSender sends one bucket's batches in order. With idempotence each
 // sender has a writer id of its own (the server keeps writer state per
-// bucket), so it can start a new one without disturbing other buckets.
+// bucket), so it can start a new one without disturbing other buckets, and
+// up to maxInflight batches are in flight at once: the server appends a
+// writer's batches in sequence order whatever order they arrive in. Without
+// idempotence there is no sequence to order by, and one batch is in flight.
 type bucketSender struct {
 	w        *pipeline
 	bucket   int32
 	queue    chan *sealedBatch
-	writerID int64 // record.NoWriterID until the first idempotent send
-	sequence int32 // next batch sequence
+	slots    chan struct{} // a token per batch being sent
 	inflight inflightCounter
+
+	mu struct {
+		sync.Mutex
+		writerID int64 // record.NoWriterID until the first idempotent send
+		sequence int32 // next batch sequence
+		// broken: a batch under writerID failed after it may have been
+		// sent. Its sequence must never be used for another batch (the
+		// server would take that batch for a retry of this one and drop
+		// it), and the writer's later batches can never be appended
+		// (they would follow a gap): the next batch starts a new writer.
+		broken bool
+	}
+}
+
+func newBucketSender(w *pipeline, bucket int32) *bucketSender {
+	inflight := 1
+	if w.cfg.idempotent {
+		inflight = w.cfg.maxInflight
+	}
+	s := &bucketSender{w: w, bucket: bucket, queue: make(chan *sealedBatch, 64), slots: make(chan struct{}, inflight)}
+	s.mu.writerID = record.NoWriterID
+	return s
 }
 
 func (s *bucketSender) run() {
 	defer s.w.wg.Done()
+	var sending sync.WaitGroup
+	defer sending.Wait()
 	for sb := range s.queue {
-		base, err := s.send(sb)
-		switch {
-		case err == nil && s.w.cfg.idempotent:
-			s.sequence++
-		case err != nil:
-			// The batch may have been appended by an attempt whose answer
-			// was lost. Its sequence number must never be used for another
-			// batch (the server would take that batch for a retry of this
-			// one and drop it): start afresh under a new writer id.
-			s.writerID = record.NoWriterID
+		s.slots <- struct{}{}
+		writerID, seq := record.NoWriterID, record.NoBatchSequence
+		if s.w.cfg.idempotent {
+			s.mu.Lock()
+			renew := s.mu.writerID == record.NoWriterID || s.mu.broken
+			s.mu.Unlock()
+			if renew {
+				// The old writer's batches settle first, so the bucket
+				// keeps the order of batches across writers too.
+				sending.Wait()
+				if err := s.initWriter(time.Now().Add(s.w.cfg.deliveryTimeout)); err != nil {
+					s.done(sb, 0, err)
+					continue
+				}
+			}
+			s.mu.Lock()
+			writerID, seq = s.mu.writerID, s.mu.sequence
+			s.mu.sequence = nextSequence(seq)
+			s.mu.Unlock()
+			s.w.kind.stamp(sb.data, writerID, seq) // the same on every attempt
 		}
-		s.w.complete(sb, base, err)
-		s.inflight.Add(-1)
+		sending.Add(1)
+		go func() {
+			defer sending.Done()
+			base, err := s.send(sb, writerID)
+			if err != nil && writerID != record.NoWriterID {
+				s.mu.Lock()
+				if s.mu.writerID == writerID {
+					s.mu.broken = true
+				}
+				s.mu.Unlock()
+			}
+			s.done(sb, base, err)
+		}()
 	}
 }
 
-// initWriter gets a new writer id from the cluster and restarts the
-// sequence.
-func (s *bucketSender) initWriter() error {
-	ctx, cancel := context.WithTimeout(context.Background(), s.w.cfg.requestTimeout)
-	defer cancel()
-	resp, err := call(ctx, s.w.t.c, s.w.t.c.tablet.InitWriter, &stromv1.InitWriterRequest{})
-	if err != nil {
-		return err
+// done completes a batch and frees its slot.
+func (s *bucketSender) done(sb *sealedBatch, base int64, err error) {
+	s.w.complete(sb, base, err)
+	<-s.slots
+	s.inflight.Add(-1)
+}
+
+// nextSequence follows seq, wrapping from MaxInt32 to 0 as the server does.
+func nextSequence(seq int32) int32 {
+	if seq == math.MaxInt32 {
+		return 0
 	}
-	s.writerID, s.sequence = resp.WriterId, 0
-	return nil
+	return seq + 1
+}
+
+// initWriter gets a new writer id from the cluster, retrying until
+// deadline, and restarts the sequence.
+func (s *bucketSender) initWriter(deadline time.Time) error {
+	backoff := 50 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), s.w.cfg.requestTimeout)
+		resp, err := call(ctx, s.w.t.c, s.w.t.c.tablet.InitWriter, &stromv1.InitWriterRequest{})
+		cancel()
+		if err == nil {
+			s.mu.Lock()
+			s.mu.writerID, s.mu.sequence, s.mu.broken = resp.WriterId, 0, false
+			s.mu.Unlock()
+			return nil
+		}
+		if !retriable(err) || time.Now().Add(backoff).After(deadline) {
+			return fmt.Errorf("client: init writer: %w", err)
+		}
+		time.Sleep(backoff)
+		backoff = min(backoff*2, 2*time.Second)
+	}
 }
 
 // send delivers one batch, retrying retriable errors with backoff until the
 // delivery timeout. The batch keeps its writer id and sequence across
-// retries, so the server writes it once.
-func (s *bucketSender) send(sb *sealedBatch) (int64, error) {
+// retries, so the server writes it once. OUT_OF_ORDER_SEQUENCE means an
+// earlier batch of the writer has not arrived: it is retried while that
+// batch may still be written, and fails once the writer is broken.
+func (s *bucketSender) send(sb *sealedBatch, writerID int64) (int64, error) {
 	w := s.w
 	deadline := time.Now().Add(w.cfg.deliveryTimeout)
 	backoff := 50 * time.Millisecond
 	for attempt := 0; ; attempt++ {
-		if w.cfg.idempotent && s.writerID == record.NoWriterID {
-			if err := s.initWriter(); err != nil {
-				if !retriable(err) || time.Now().Add(backoff).After(deadline) {
-					return 0, fmt.Errorf("client: init writer: %w", err)
-				}
-				time.Sleep(backoff)
-				backoff = min(backoff*2, 2*time.Second)
-				continue
-			}
-		}
-		if w.cfg.idempotent {
-			w.kind.stamp(sb.data, s.writerID, s.sequence) // the same on every attempt
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.requestTimeout)
 		res, err := w.kind.send(ctx, sb.bucket, sb.data, w.cfg.acks, w.cfg.requestTimeout)
 		cancel()
@@ -459,7 +535,13 @@ func (s *bucketSender) send(sb *sealedBatch) (int64, error) {
 			}
 			err = detailError(res.Error)
 		}
-		if !retriable(err) || time.Now().Add(backoff).After(deadline) {
+		again := retriable(err)
+		if outOfOrder(err) && writerID != record.NoWriterID {
+			s.mu.Lock()
+			again = !(s.mu.writerID == writerID && s.mu.broken)
+			s.mu.Unlock()
+		}
+		if !again || time.Now().Add(backoff).After(deadline) {
 			return 0, fmt.Errorf("client: write to %s.%s bucket %d (after %d attempts): %w", w.t.info.Database, w.t.info.Table, sb.bucket, attempt+1, err)
 		}
 		// Close waits for this too: a closed writer still delivers what it
@@ -467,6 +549,12 @@ func (s *bucketSender) send(sb *sealedBatch) (int64, error) {
 		time.Sleep(backoff)
 		backoff = min(backoff*2, 2*time.Second)
 	}
+}
+
+// outOfOrder reports whether the server refused a batch for its sequence.
+func outOfOrder(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Name == "OUT_OF_ORDER_SEQUENCE_EXCEPTION"
 }
 
 // retriable reports whether a failed request may succeed if sent again:

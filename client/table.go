@@ -104,3 +104,15 @@ func (t *Table) ProduceBatches(ctx context.Context, bucket int32, batches []byte
 		backoff = min(2*backoff, time.Second)
 	}
 }
+
+// InitWriter returns a new idempotent writer id from the cluster, for
+// programs that stamp batches themselves (record.Batch.SetWriter) before
+// ProduceBatches: a writer's batches, sequences 0, 1, ... per bucket, are
+// appended once each and in sequence order, however they arrive.
+func (c *Client) InitWriter(ctx context.Context) (int64, error) {
+	resp, err := call(ctx, c, c.tablet.InitWriter, &stromv1.InitWriterRequest{})
+	if err != nil {
+		return 0, err
+	}
+	return resp.WriterId, nil
+}

@@ -30,10 +30,11 @@ func (t *Table) NewAppendWriter(_ context.Context, opts ...WriterOption) (*Appen
 		return nil, fmt.Errorf("client: table options: %w", err)
 	}
 	header := record.BatchHeader{SchemaID: int16(t.info.SchemaId), AppendOnly: true, WriterID: record.NoWriterID, BatchSequence: record.NoBatchSequence}
+	ratio := &record.CompressionRatio{}
 	p, err := newPipeline(t, batchKind{
 		newEncoder: func() (encoder, error) {
 			b, err := record.NewArrowBuilder(t.schema, memory.DefaultAllocator)
-			return &arrowEncoder{b: b, header: header, comp: comp}, err
+			return &arrowEncoder{b: b, header: header, comp: comp, ratio: ratio}, err
 		},
 		stamp: func(b []byte, id int64, seq int32) { record.Batch(b).SetWriter(id, seq) },
 		send: func(ctx context.Context, bucket int32, batch []byte, acks int32, timeout time.Duration) (*stromv1.ProduceBucketResult, error) {
@@ -88,16 +89,25 @@ func failed(err error) *Future {
 	return f
 }
 
-// arrowEncoder builds the Arrow batches of a log table.
+// arrowEncoder builds the Arrow batches of a log table. Its size is the
+// batch's estimated size after compression, by the table's ratio (shared by
+// the writer's encoders), so that batches are about BatchSize as sent.
 type arrowEncoder struct {
 	b      *record.ArrowBuilder
 	header record.BatchHeader
 	comp   record.ArrowCompression
+	ratio  *record.CompressionRatio
 }
 
 func (e *arrowEncoder) add(row record.Row, _ bool) error { return e.b.Append(row, record.AppendOnly) }
-func (e *arrowEncoder) size() int                        { return e.b.EstimatedSize() }
+func (e *arrowEncoder) size() int {
+	return int(float64(e.b.EstimatedSize()) * e.ratio.Estimate())
+}
 func (e *arrowEncoder) build() ([]byte, error) {
+	estimated := e.b.EstimatedSize()
 	_, b, err := e.b.Build(nil, e.header, e.comp)
+	if err == nil && estimated > 0 {
+		e.ratio.Observe(float64(len(b)) / float64(estimated))
+	}
 	return b, err
 }

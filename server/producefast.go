@@ -39,22 +39,34 @@ func newProduceFastPath(h *tabletHandler, ready func() bool, fallback http.Handl
 	return &produceFastPath{h: h, ready: ready, fallback: fallback, errors: connect.NewErrorWriter()}
 }
 
-// takes reports whether r is a call the fast path serves.
-func (p *produceFastPath) takes(r *http.Request) bool {
-	return r.Method == http.MethodPost &&
-		r.Header.Get("Content-Type") == "application/proto" &&
-		(r.Header.Get("Content-Encoding") == "" || r.Header.Get("Content-Encoding") == "identity") &&
-		(r.Header.Get("Connect-Protocol-Version") == "" || r.Header.Get("Connect-Protocol-Version") == "1") &&
-		r.ContentLength >= 0 && r.ContentLength <= maxRequestBytes
+// takes reports whether r is a call the fast path serves, and the length
+// of its body: its Content-Length, or for a body sent in chunks the length
+// the Go client gives in bodyLengthHeader.
+func (p *produceFastPath) takes(r *http.Request) (int, bool) {
+	if r.Method != http.MethodPost ||
+		r.Header.Get("Content-Type") != "application/proto" ||
+		(r.Header.Get("Content-Encoding") != "" && r.Header.Get("Content-Encoding") != "identity") ||
+		(r.Header.Get("Connect-Protocol-Version") != "" && r.Header.Get("Connect-Protocol-Version") != "1") {
+		return 0, false
+	}
+	n := r.ContentLength
+	if n < 0 {
+		var err error
+		if n, err = strconv.ParseInt(r.Header.Get(bodyLengthHeader), 10, 64); err != nil {
+			return 0, false
+		}
+	}
+	return int(n), n >= 0 && n <= maxRequestBytes
 }
 
 func (p *produceFastPath) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !p.takes(r) {
+	n, ok := p.takes(r)
+	if !ok {
 		p.fallback.ServeHTTP(w, r)
 		return
 	}
 	p.served.Add(1)
-	resp, err := p.serve(r)
+	resp, err := p.serve(r, n)
 	if err != nil {
 		_ = p.errors.Write(w, r, err)
 		return
@@ -74,7 +86,7 @@ func (p *produceFastPath) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // serve reads, decodes and runs one call, in Connect's order: errors in
 // reading and decoding are Connect's own; the handler's (not ready
 // included) are mapped as rpc.ErrorInterceptor maps them.
-func (p *produceFastPath) serve(r *http.Request) (*stromv1.ProduceLogResponse, error) {
+func (p *produceFastPath) serve(r *http.Request, n int) (*stromv1.ProduceLogResponse, error) {
 	ctx := r.Context()
 	if t := r.Header.Get("Connect-Timeout-Ms"); t != "" {
 		// As connect-go parses it, errors included.
@@ -92,10 +104,15 @@ func (p *produceFastPath) serve(r *http.Request) (*stromv1.ProduceLogResponse, e
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(ms)*time.Millisecond)
 		defer cancel()
 	}
-	body := rpc.GetBuffer(int(r.ContentLength))
+	body := rpc.GetBuffer(n)
 	defer rpc.PutBuffer(body)
 	if _, err := io.ReadFull(r.Body, body); err != nil {
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("read request body: %w", err))
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("read request body of %d bytes: %w", n, err))
+	}
+	if r.ContentLength < 0 {
+		if k, _ := r.Body.Read(make([]byte, 1)); k > 0 {
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("request body longer than its %s of %d bytes", bodyLengthHeader, n))
+		}
 	}
 	m := &stromv1.ProduceLogRequest{}
 	if err := rpc.UnmarshalProduceInPlace(body, m); err != nil {
@@ -111,6 +128,10 @@ func (p *produceFastPath) serve(r *http.Request) (*stromv1.ProduceLogResponse, e
 	}
 	return resp, err
 }
+
+// bodyLengthHeader carries the length of a body the Go client sends in
+// chunks (client.BodyLengthHeader).
+const bodyLengthHeader = "Strom-Body-Length"
 
 // produceLogPath is the URL path of TabletService.ProduceLog.
 const produceLogPath = stromv1connect.TabletServiceProduceLogProcedure

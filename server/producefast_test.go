@@ -5,6 +5,8 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -12,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"strom/client"
 	"strom/record"
 	stromv1 "strom/rpc/gen/strom/v1"
 	"strom/rpc/gen/strom/v1/stromv1connect"
@@ -189,4 +192,58 @@ func rowsOf(t *testing.T, objects ...string) []*structpb.Struct {
 		out = append(out, st)
 	}
 	return out
+}
+
+// The Go client sends its batches in chunks with their length in a header
+// (so that net/http writes them without copying): the fast path takes those
+// calls, and refuses a body whose length differs from the header's.
+func TestGoClientTakesTheFastPath(t *testing.T) {
+	if client.BodyLengthHeader != bodyLengthHeader {
+		t.Fatalf("client sends %q, server reads %q", client.BodyLengthHeader, bodyLengthHeader)
+	}
+	s := startServer(t, testConfig(t, t.TempDir()))
+	const ddl = "id BIGINT NOT NULL, name STRING"
+	info := createTable(t, s, "demo", "events", ddl, 1)
+	waitReplicas(t, s, info)
+	th := &tabletHandler{s: s}
+	_, connectHandler := stromv1connect.NewTabletServiceHandler(th, s.connectOptions()...)
+	fast := newProduceFastPath(th, s.ready.Load, connectHandler)
+	mux := http.NewServeMux()
+	mux.Handle(produceLogPath, fast)
+	mux.Handle("/", s.handler())
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	c, err := client.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := c.Table(t.Context(), "demo", "events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := buildBatch(t, schemaOf(t, ddl), info.SchemaId, record.Row{int64(1), "a"})
+	if err := tbl.ProduceBatches(t.Context(), 0, good, -1); err != nil {
+		t.Fatal(err)
+	}
+	if fast.served.Load() != 1 {
+		t.Fatalf("the fast path served %d calls, want 1", fast.served.Load())
+	}
+
+	body, err := proto.Marshal(&stromv1.ProduceLogRequest{Database: "demo", Table: "events",
+		Buckets: []*stromv1.ProduceBucket{{Bucket: 0, Records: good}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, claimed := range []int{len(body) - 1, len(body) + 1} {
+		req := httptest.NewRequest(http.MethodPost, produceLogPath, bytes.NewReader(body))
+		req.ContentLength = -1
+		req.Header.Set("Content-Type", "application/proto")
+		req.Header.Set(bodyLengthHeader, strconv.Itoa(claimed))
+		rec := httptest.NewRecorder()
+		fast.ServeHTTP(rec, req)
+		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "request body") {
+			t.Errorf("body of %d bytes claimed as %d: %d %s", len(body), claimed, rec.Code, rec.Body)
+		}
+	}
 }

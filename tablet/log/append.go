@@ -30,9 +30,36 @@ import (
 // Flush). It blocks on file I/O while holding the writer lock; reads are
 // not blocked.
 func (t *Tablet) AppendAsLeader(batches []byte, leaderEpoch int32, now time.Time) (AppendInfo, error) {
-	hs, err := validateBatches(batches, t.cfg.SegmentBytes)
+	v, err := t.Validate(batches)
 	if err != nil {
 		return AppendInfo{}, err
+	}
+	return t.AppendValidated(v, leaderEpoch, now)
+}
+
+// ValidBatches are client batches Validate has checked, for
+// AppendValidated.
+type ValidBatches struct {
+	buf []byte
+	hs  []record.Batch
+}
+
+// Validate checks client batches as AppendAsLeader does before appending
+// them (frame, CRC, size; V2 layout), so that an append that may be tried
+// more than once (as Replica does for a batch that arrived ahead of its
+// writer's earlier ones) reads the batches once.
+func (t *Tablet) Validate(batches []byte) (ValidBatches, error) {
+	hs, err := validateBatches(batches, t.cfg.SegmentBytes)
+	return ValidBatches{buf: batches, hs: hs}, err
+}
+
+// AppendValidated is AppendAsLeader for batches Validate has checked (and
+// nothing has modified since). A call refused (for a sequence, say) changes
+// neither the log nor the batches, and may be repeated.
+func (t *Tablet) AppendValidated(v ValidBatches, leaderEpoch int32, now time.Time) (AppendInfo, error) {
+	batches, hs := v.buf, v.hs
+	if len(hs) == 0 {
+		return AppendInfo{}, fmt.Errorf("%w: no batches to append", record.ErrCorruptBatch)
 	}
 	t.appendMu.Lock()
 	defer t.appendMu.Unlock()

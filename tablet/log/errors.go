@@ -3,6 +3,7 @@ package log
 import (
 	"errors"
 	"fmt"
+	"math"
 )
 
 // Sentinel errors. Returned errors wrap them with detail; compare with
@@ -17,7 +18,7 @@ var (
 	ErrOffsetOutOfRange = errors.New("log: offset out of range")
 	// ErrOutOfOrderSequence: an idempotent writer's batch sequence does not
 	// follow the last one appended (Fluss OUT_OF_ORDER_SEQUENCE). Nothing of
-	// the append was written.
+	// the append was written. Returned as *SequenceError.
 	ErrOutOfOrderSequence = errors.New("log: out of order batch sequence")
 	// ErrFencedLeaderEpoch: AppendAsLeader was given a leader epoch older
 	// than the latest one the log has seen (or a negative one): the caller
@@ -33,6 +34,33 @@ var (
 	// batches where valid batches must be. Returned as *CorruptSegmentError.
 	ErrCorruptSegment = errors.New("log: corrupt segment")
 )
+
+// SequenceError is ErrOutOfOrderSequence with the sequences involved. It
+// matches ErrOutOfOrderSequence with errors.Is.
+type SequenceError struct {
+	WriterID int64
+	Sequence int32 // the batch's
+	Last     int32 // the writer's last appended; record.NoBatchSequence if none
+}
+
+func (e *SequenceError) Error() string {
+	return fmt.Sprintf("%v: writer %d sent sequence %d, the last appended is %d", ErrOutOfOrderSequence, e.WriterID, e.Sequence, e.Last)
+}
+
+func (e *SequenceError) Is(target error) bool { return target == ErrOutOfOrderSequence }
+
+// Ahead reports whether the batch is early rather than wrong: at most
+// writerBatches-1 batches of the writer are missing before it, as when a
+// writer with several requests in flight has a later one arrive first.
+// Such a batch can be appended once the missing ones are.
+func (e *SequenceError) Ahead() bool {
+	next := int64(e.Last) + 1 // NoBatchSequence (-1) + 1: a new writer starts at 0
+	if e.Last == math.MaxInt32 {
+		next = 0
+	}
+	missing := (int64(e.Sequence) - next + 1<<31) % (1 << 31)
+	return e.Sequence >= 0 && missing >= 1 && missing < writerBatches
+}
 
 // OffsetOutOfRangeError says which offset was asked for and the range the
 // log holds. It matches ErrOffsetOutOfRange with errors.Is.

@@ -1,6 +1,7 @@
 package log
 
 import (
+	"errors"
 	"math"
 	"testing"
 	"time"
@@ -199,5 +200,32 @@ func TestRemoveExpiredWriters(t *testing.T) {
 	info, err := tb.AppendAsLeader(batchSpec{id: 2, records: 1, size: 10, writer: 2, seq: 0}.bytes(), 0, t0.Add(time.Hour))
 	if err != nil || !info.Duplicate {
 		t.Fatalf("writer 2 retry: %+v, %v", info, err)
+	}
+}
+
+// A batch up to four ahead of its writer's next sequence is early, not
+// wrong: the writer may have that many requests in flight.
+func TestSequenceErrorAhead(t *testing.T) {
+	tests := []struct {
+		last, seq int32
+		ahead     bool
+	}{
+		{-1, 1, true}, {-1, 4, true}, {-1, 5, false}, // a new writer starts at 0
+		{3, 5, true}, {3, 8, true}, {3, 9, false},
+		{3, 3, false}, {3, 2, false}, {3, -1, false}, // behind, or not a sequence
+		{math.MaxInt32, 1, true}, {math.MaxInt32 - 1, 1, true}, {math.MaxInt32 - 1, 3, true}, {math.MaxInt32 - 1, 4, false},
+		{1, math.MaxInt32, false},
+	}
+	for _, tc := range tests {
+		e := &SequenceError{WriterID: 1, Last: tc.last, Sequence: tc.seq}
+		if e.Ahead() != tc.ahead {
+			t.Errorf("last %d, sequence %d: Ahead() = %v, want %v", tc.last, tc.seq, e.Ahead(), tc.ahead)
+		}
+	}
+	tb := openT(t, testConfig(t))
+	_, err := tb.AppendAsLeader(batchSpec{id: 1, records: 1, size: 20, writer: 9, seq: 2}.bytes(), 0, t0)
+	var se *SequenceError
+	if !errors.As(err, &se) || !se.Ahead() || se.Last != -1 || se.Sequence != 2 {
+		t.Fatalf("AppendAsLeader of a new writer's third batch: %v", err)
 	}
 }

@@ -116,7 +116,7 @@ func (tx *writerTxn) checkLeader(h record.Batch) error {
 		last = e.lastSeq()
 	}
 	if !inSequence(last, seq) {
-		return fmt.Errorf("%w: writer %d sent sequence %d, the last appended is %d", ErrOutOfOrderSequence, id, seq, last)
+		return &SequenceError{WriterID: id, Sequence: seq, Last: last}
 	}
 	return nil
 }

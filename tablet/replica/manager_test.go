@@ -172,3 +172,75 @@ func TestStrayReplicasAreRemovedAtStart(t *testing.T) {
 		return os.IsNotExist(err)
 	})
 }
+
+func writerBatch(writer int64, seq int32) []byte {
+	buf, _ := record.AppendBatch(nil, record.BatchHeader{SchemaID: 1, AppendOnly: true, WriterID: writer, BatchSequence: seq}, 1, []byte{byte(seq)})
+	return buf
+}
+
+// A writer's batches sent at once, up to five in flight, arriving in any
+// order, are appended in sequence order; a batch whose predecessor never
+// comes is refused after a bounded wait, and nothing is appended for it.
+func TestWriterBatchesAreAppendedInSequenceOrder(t *testing.T) {
+	meta := metatest.NewNode(t)
+	m := startManager(t, meta, t.TempDir())
+	id := createTable(t, meta, "t", 1, []int32{1})
+	tb := TableBucket{id, 0}
+	waitFor(t, "replica leading", func() bool {
+		r, err := m.Replica(tb)
+		return err == nil && r.IsLeader()
+	})
+	r, _ := m.Replica(tb)
+	const writer, n = 42, 40
+	for window := int32(0); window < n; window += 5 {
+		errs := make(chan error, 5)
+		// The window's batches start in reverse order: the first to
+		// arrive is the last in sequence.
+		for seq := window + 4; seq >= window; seq-- {
+			go func() {
+				_, err := r.Append(context.Background(), writerBatch(writer, seq), -1)
+				errs <- err
+			}()
+			time.Sleep(time.Millisecond)
+		}
+		for range 5 {
+			if err := <-errs; err != nil {
+				t.Fatalf("window at %d: %v", window, err)
+			}
+		}
+	}
+	res, err := r.Read(0, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := int32(0)
+	for rest := res.Batches; len(rest) > 0; want++ {
+		var b record.Batch
+		if b, rest, err = record.NextBatch(rest); err != nil {
+			t.Fatal(err)
+		}
+		if b.BatchSequence() != want || b.BaseOffset() != int64(want) {
+			t.Fatalf("batch at offset %d has sequence %d, want %d", b.BaseOffset(), b.BatchSequence(), want)
+		}
+	}
+	if want != n {
+		t.Fatalf("%d batches appended, want %d", want, n)
+	}
+
+	// Sequence n+1 without n: refused once the wait runs out.
+	start := time.Now()
+	_, err = r.Append(context.Background(), writerBatch(writer, n+1), -1)
+	if !errors.Is(err, log.ErrOutOfOrderSequence) || time.Since(start) < gapWait {
+		t.Fatalf("a batch whose predecessor never came: %v after %v", err, time.Since(start))
+	}
+	// Too far ahead, or behind: refused at once.
+	for _, seq := range []int32{n + 5, 3} {
+		start = time.Now()
+		if _, err = r.Append(context.Background(), writerBatch(writer, seq), -1); !errors.Is(err, log.ErrOutOfOrderSequence) || time.Since(start) > gapWait/2 {
+			t.Fatalf("sequence %d: %v after %v", seq, err, time.Since(start))
+		}
+	}
+	if r.Log().LogEndOffset() != n {
+		t.Fatalf("log end %d after refused batches, want %d", r.Log().LogEndOffset(), n)
+	}
+}

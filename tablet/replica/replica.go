@@ -66,13 +66,23 @@ type Replica struct {
 		// advanced is closed (and replaced) whenever the high watermark
 		// moves or the replica changes role, waking waiting readers.
 		advanced chan struct{}
+		// appended is closed (and replaced) after every append as the
+		// leader, waking batches that wait for their writer's earlier
+		// ones (appendInOrder).
+		appended chan struct{}
 	}
 }
+
+// gapWait bounds how long a batch that arrived ahead of its writer's
+// earlier batches waits for them before it is refused with
+// log.ErrOutOfOrderSequence (the writer then sends it again).
+const gapWait = time.Second
 
 func newReplica(tb TableBucket, nodeID int32, lt *log.Tablet, kt *kv.Tablet, lg *slog.Logger) *Replica {
 	r := &Replica{tb: tb, nodeID: nodeID, log: lt, kv: kt, lg: lg}
 	r.mu.leader = -1
 	r.mu.advanced = make(chan struct{})
+	r.mu.appended = make(chan struct{})
 	return r
 }
 
@@ -142,8 +152,12 @@ func (r *Replica) IsLeader() bool {
 // the high watermark passes them (ctx bounds the wait); with 0 or 1 it
 // returns after the local append.
 func (r *Replica) Append(ctx context.Context, batches []byte, acks int) (log.AppendInfo, error) {
+	v, err := r.log.Validate(batches) // once, however often the append is tried
+	if err != nil {
+		return log.AppendInfo{}, err
+	}
 	return r.write(ctx, acks, func(epoch int32) (log.AppendInfo, error) {
-		return r.log.AppendAsLeader(batches, epoch, time.Now())
+		return r.log.AppendValidated(v, epoch, time.Now())
 	})
 }
 
@@ -158,24 +172,9 @@ func (r *Replica) PutKv(ctx context.Context, batch record.KvBatch, targetColumns
 	})
 }
 
-// write runs an append as the leader, under the replica lock so that the
-// leader epoch it stamps cannot change under it, and waits for acks.
+// write runs an append as the leader (appendInOrder) and waits for acks.
 func (r *Replica) write(ctx context.Context, acks int, appendFn func(epoch int32) (log.AppendInfo, error)) (log.AppendInfo, error) {
-	r.mu.Lock()
-	if r.mu.closed {
-		r.mu.Unlock()
-		return log.AppendInfo{}, ErrClosed
-	}
-	if r.mu.leader != r.nodeID {
-		leader := r.mu.leader
-		r.mu.Unlock()
-		return log.AppendInfo{}, fmt.Errorf("bucket %s: %w (leader is node %d)", r.tb, ErrNotLeader, leader)
-	}
-	info, err := appendFn(r.mu.leaderEpoch)
-	if err == nil {
-		err = r.maybeAdvanceLocked()
-	}
-	r.mu.Unlock()
+	info, err := r.appendInOrder(ctx, appendFn)
 	if err != nil || acks != -1 {
 		return info, err
 	}
@@ -193,6 +192,54 @@ func (r *Replica) write(ctx context.Context, acks int, appendFn func(epoch int32
 		case <-wait:
 		case <-ctx.Done():
 			return info, fmt.Errorf("bucket %s: %w: the high watermark did not reach offset %d: %w", r.tb, ErrNotEnoughReplicas, info.LastOffset, ctx.Err())
+		}
+	}
+}
+
+// appendInOrder runs an append as the leader, under the replica lock so
+// that the leader epoch it stamps cannot change under it. An idempotent
+// writer may have several requests in flight, and they may arrive in any
+// order (each has its own connection or stream): a batch that comes ahead
+// of its writer's earlier ones (log.SequenceError.Ahead) waits for the next
+// appends, up to gapWait or ctx, and is tried again, so the writer's
+// batches are appended in sequence order.
+func (r *Replica) appendInOrder(ctx context.Context, appendFn func(epoch int32) (log.AppendInfo, error)) (log.AppendInfo, error) {
+	var timeout <-chan time.Time
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for {
+		if r.mu.closed {
+			return log.AppendInfo{}, ErrClosed
+		}
+		if r.mu.leader != r.nodeID {
+			return log.AppendInfo{}, fmt.Errorf("bucket %s: %w (leader is node %d)", r.tb, ErrNotLeader, r.mu.leader)
+		}
+		info, err := appendFn(r.mu.leaderEpoch)
+		if err == nil {
+			close(r.mu.appended)
+			r.mu.appended = make(chan struct{})
+			return info, r.maybeAdvanceLocked()
+		}
+		var se *log.SequenceError
+		if !errors.As(err, &se) || !se.Ahead() {
+			return info, err
+		}
+		if timeout == nil {
+			t := time.NewTimer(gapWait)
+			defer t.Stop()
+			timeout = t.C
+		}
+		appended := r.mu.appended
+		r.mu.Unlock()
+		select {
+		case <-appended:
+			r.mu.Lock()
+		case <-timeout:
+			r.mu.Lock()
+			return info, err
+		case <-ctx.Done():
+			r.mu.Lock()
+			return info, err
 		}
 	}
 }
