@@ -48,11 +48,11 @@ func TestProduceFastPathAnswersAsConnect(t *testing.T) {
 	}
 	acks := func(a int32) *int32 { return &a }
 	cases := []struct {
-		name    string
-		body    []byte
-		header  map[string]string
+		name     string
+		body     []byte
+		header   map[string]string
 		notReady bool
-		success bool
+		success  bool
 	}{
 		{name: "appended", success: true, body: marshal(&stromv1.ProduceLogRequest{Database: "demo", Table: "events",
 			Buckets: []*stromv1.ProduceBucket{{Bucket: 0, Records: good}, {Bucket: 1, Records: good}}})},
