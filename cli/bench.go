@@ -193,18 +193,19 @@ func tableDescriptor(t *client.Table) record.TableDescriptor {
 }
 
 type produceResult struct {
-	Rows            int     `json:"rows"`
-	Bytes           int     `json:"bytes"`
-	Seconds         float64 `json:"seconds"`
-	RecordsPerSec   float64 `json:"records_per_sec"`
-	MBPerSec        float64 `json:"mb_per_sec"`
-	FileMBPerSec    float64 `json:"baseline_file_mb_per_sec"`
-	RatioToFile     float64 `json:"ratio_to_file"`
-	Acks            int     `json:"acks"`
-	BatchBytes      int     `json:"batch_bytes"`
-	BatchesProduced int     `json:"batches"`
-	Inflight        int     `json:"inflight"`
-	ClientCores     float64 `json:"client_cpu_cores"`
+	Rows            int       `json:"rows"`
+	Bytes           int       `json:"bytes"`
+	Seconds         float64   `json:"seconds"`
+	RecordsPerSec   float64   `json:"records_per_sec"`
+	MBPerSec        float64   `json:"mb_per_sec"`
+	FileMBPerSec    float64   `json:"baseline_file_mb_per_sec"`
+	RatioToFile     float64   `json:"ratio_to_file"`
+	Acks            int       `json:"acks"`
+	BatchBytes      int       `json:"batch_bytes"`
+	BatchesProduced int       `json:"batches"`
+	Inflight        int       `json:"inflight"`
+	ClientCores     float64   `json:"client_cpu_cores"`
+	RoundRatios     []float64 `json:"round_ratios"`
 }
 
 func newBenchProduceCmd(g *globals) *cobra.Command {
@@ -215,9 +216,9 @@ func newBenchProduceCmd(g *globals) *cobra.Command {
 		Long: `Builds --rows rows of about --row-bytes bytes into batches of about --batch-bytes as sent (not
 timed), then, in each of --rounds rounds, writes the batches' bytes to a plain file from this
 process (the baseline) and sends them with ProduceLog as the Go client does: an idempotent writer
-per bucket, --inflight requests in flight per bucket, acks as given. Every phase starts after a
-sync, so neither pays for the other's write-back. Prints the medians and the median of the
-rounds' ratios.`,
+per bucket, --inflight requests in flight per bucket, acks as given. Rounds swap which phase goes
+first, and every phase starts after a sync, so neither pays for the other's write-back; a first
+round warms up and is not counted. Prints the medians and the median of the rounds' ratios.`,
 		Args: exactArgs(1, "DB.TABLE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			db, name, err := record.ParseTablePath(args[0])
@@ -247,33 +248,58 @@ rounds' ratios.`,
 				defer os.Remove(f.Name())
 				defer f.Close()
 				// Rounds alternate the baseline and the real thing, so that
-				// both see the same machine (page cache, other load).
+				// both see the same machine (page cache, other load), and
+				// swap which goes first, so that neither always finds the
+				// memory the other just freed or used. Each phase starts
+				// after a sync: neither pays for the other's write-back.
 				var fileRuns, runs, ratios []float64
 				var cpu, wall float64
-				for r := 0; r < rounds; r++ {
+				baseline := func() (float64, error) {
 					syscall.Sync()
-					fs, err := fileBaseline(f, batches)
-					if err != nil {
-						return err
-					}
+					return fileBaseline(f, batches)
+				}
+				produce := func() (float64, error) {
 					if err := stampWriters(ctx, c, batches); err != nil {
-						return err
+						return 0, err
 					}
 					syscall.Sync()
 					cpu0, start := cpuSeconds(), time.Now()
 					if err := produceBatches(ctx, t, batches, acks, inflight); err != nil {
-						return err
+						return 0, err
 					}
 					secs := time.Since(start).Seconds()
 					cpu += cpuSeconds() - cpu0
 					wall += secs
-					fileRuns, runs, ratios = append(fileRuns, fs), append(runs, secs), append(ratios, fs/secs)
+					return secs, nil
+				}
+				// Round -1 warms up (connections, the server's buffers, the
+				// files) and is not counted.
+				for r := -1; r < rounds; r++ {
+					var fs, ps float64
+					var err error
+					if r%2 == 0 {
+						if fs, err = baseline(); err == nil {
+							ps, err = produce()
+						}
+					} else {
+						if ps, err = produce(); err == nil {
+							fs, err = baseline()
+						}
+					}
+					if err != nil {
+						return err
+					}
+					if r < 0 {
+						cpu, wall = 0, 0
+						continue
+					}
+					fileRuns, runs, ratios = append(fileRuns, fs), append(runs, ps), append(ratios, fs/ps)
 				}
 				secs := median(runs)
 				res := produceResult{Rows: rows, Bytes: total, Seconds: secs, RecordsPerSec: float64(rows) / secs,
 					MBPerSec: float64(total) / secs / 1e6, FileMBPerSec: float64(total) / median(fileRuns) / 1e6,
 					RatioToFile: median(ratios), Acks: acks, BatchBytes: batchBytes, BatchesProduced: n,
-					Inflight: inflight, ClientCores: cpu / wall}
+					Inflight: inflight, ClientCores: cpu / wall, RoundRatios: ratios}
 				if g.output == "json" {
 					return json.NewEncoder(g.out).Encode(res)
 				}
