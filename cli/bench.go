@@ -312,7 +312,7 @@ round warms up and is not counted. Prints the medians and the median of the roun
 	}
 	cmd.Flags().IntVar(&rows, "rows", 500000, "rows to produce")
 	cmd.Flags().IntVar(&rowBytes, "row-bytes", 1024, "approximate bytes per row")
-	cmd.Flags().IntVar(&batchBytes, "batch-bytes", 2<<20, "approximate bytes per batch as sent (the client's client.writer.batch-size)")
+	cmd.Flags().IntVar(&batchBytes, "batch-bytes", 1<<20, "approximate bytes per batch as sent (the Go client's default client.writer.batch-size for log tables)")
 	cmd.Flags().IntVar(&acks, "acks", -1, "-1, 1 or 0")
 	cmd.Flags().IntVar(&rounds, "rounds", 5, "rounds of (baseline, produce); medians are reported")
 	cmd.Flags().IntVar(&inflight, "inflight", 5, "requests in flight per bucket (the client's client.writer.max-inflight-requests-per-bucket, 1 to 5)")

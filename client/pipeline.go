@@ -30,9 +30,10 @@ type writerConfig struct {
 // WriterOption configures an AppendWriter or an UpsertWriter.
 type WriterOption func(*writerConfig)
 
-// BatchSize sets the size at which a bucket's batch is sent (default 2
-// MiB): for a log table the batch's size after compression, estimated (as
-// Fluss does) from the ratio the table's earlier batches compressed by.
+// BatchSize sets the size at which a bucket's batch is sent: for a log
+// table the batch's size after compression, estimated (as Fluss does) from
+// the ratio the table's earlier batches compressed by (default 1 MiB); for
+// a primary-key table its encoded size (default 2 MiB).
 func BatchSize(n int) WriterOption { return func(c *writerConfig) { c.batchSize = n } }
 
 // BatchTimeout sets how long a batch waits to fill before it is sent
