@@ -25,8 +25,12 @@ import (
 // Content-Length (in chunks). Servers that do not know it ignore it.
 const BodyLengthHeader = "Strom-Body-Length"
 
-// produce calls ProduceLog, with errors as call returns them.
+// produce calls ProduceLog, with errors as call returns them. Requests of
+// JSON rows go through connect-go.
 func (c *Client) produce(ctx context.Context, m *stromv1.ProduceLogRequest) (*stromv1.ProduceLogResponse, error) {
+	if len(m.Rows) > 0 {
+		return call(ctx, c, c.tablet.ProduceLog, m)
+	}
 	resp, err := c.produceLog(ctx, m)
 	return resp, c.wrap(err)
 }
@@ -38,7 +42,7 @@ func (c *Client) produce(ctx context.Context, m *stromv1.ProduceLogRequest) (*st
 // wire are the protobuf encoding of m, so any Connect server takes them,
 // and the reply and its errors are read as connect-go reads them: errors
 // come back as *connect.Error with their details, ready for Client.wrap.
-// m's rows must be empty (JSON clients use connect-go).
+// m's rows are not sent (produce sends requests with rows by connect-go).
 func (c *Client) produceLog(ctx context.Context, m *stromv1.ProduceLogRequest) (*stromv1.ProduceLogResponse, error) {
 	body := newProduceBody(m)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.baseURL+stromv1connect.TabletServiceProduceLogProcedure, body)

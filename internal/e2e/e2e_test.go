@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -422,5 +423,42 @@ func TestServerRefusesOtherNodesDirectory(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "belongs to node 1") {
 		t.Fatalf("start as node 2 on node 1's directory: %v\n%s", err, out)
+	}
+}
+
+// TestBenchProduce runs `strom bench produce` as the benchmarks page does,
+// small: it reports what it measured, and the node holds every row it sent
+// (the warm-up round and the counted ones), each once.
+func TestBenchProduce(t *testing.T) {
+	bin := buildStrom(t)
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	startNode(t, bin, dir, addr, "--data-dir", dir, "--listen", addr, "--raft-listen", freeAddr(t))
+	strom(t, bin, addr, "db", "create", "b")
+	strom(t, bin, addr, "table", "create", "b.p", "--schema", "id BIGINT, a INT, s1 STRING, s2 STRING, s3 STRING", "--buckets", "2")
+	const rows, rounds = 20000, 2
+	var res struct {
+		Rows        int       `json:"rows"`
+		Batches     int       `json:"batches"`
+		Inflight    int       `json:"inflight"`
+		MBPerSec    float64   `json:"mb_per_sec"`
+		FileMBPerS  float64   `json:"baseline_file_mb_per_sec"`
+		Ratio       float64   `json:"ratio_to_file"`
+		RoundRatios []float64 `json:"round_ratios"`
+	}
+	mustJSON(t, strom(t, bin, addr, "bench", "produce", "b.p", "--rows", fmt.Sprint(rows), "--rounds", fmt.Sprint(rounds),
+		"--batch-bytes", "65536", "--output", "json"), &res)
+	if res.Rows != rows || res.Batches < 4 || res.Inflight != 5 || len(res.RoundRatios) != rounds ||
+		res.MBPerSec <= 0 || res.FileMBPerS <= 0 || res.Ratio <= 0 {
+		t.Fatalf("bench produce reported %+v", res)
+	}
+	total := int64(0)
+	for _, line := range strings.Split(strings.TrimSpace(strom(t, bin, addr, "offsets", "b.p", "--output", "json")), "\n") {
+		var o struct{ Earliest, Latest int64 }
+		mustJSON(t, line, &o)
+		total += o.Latest - o.Earliest
+	}
+	if want := int64(rows * (rounds + 1)); total != want {
+		t.Fatalf("the table holds %d rows, want %d (%d rounds and a warm-up of %d rows)", total, want, rounds, rows)
 	}
 }
