@@ -252,8 +252,8 @@ func (d DecimalValue) digitsProblem() string {
 	if d.Precision < 1 || d.Precision > MaxDecimalPrecision {
 		return fmt.Sprintf("DECIMAL precision must be between 1 and %d, got %d", MaxDecimalPrecision, d.Precision)
 	}
-	if d.big == nil && d.Precision > MaxCompactDecimalPrecision {
-		return "" // |int64| < 10^19
+	if d.big == nil && (d.Precision > MaxCompactDecimalPrecision || compactDigitsFit(d.small, int(d.Precision))) {
+		return "" // |int64| < 10^19, or checked without allocating
 	}
 	u := d.Unscaled()
 	if u.CmpAbs(pow10Big(int(d.Precision))) >= 0 {

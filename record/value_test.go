@@ -343,3 +343,17 @@ func TestRowEqual(t *testing.T) {
 		t.Error("0 equals -0")
 	}
 }
+
+// Checking a compact DECIMAL's digits, done for every value written, does
+// not allocate; too many digits are still caught.
+func TestCompactDecimalDigitsCheck(t *testing.T) {
+	ok := DecimalValue{Precision: 10, Scale: 2, small: -9999999999}
+	if n := testing.AllocsPerRun(100, func() { _ = ok.digitsProblem() }); n != 0 || ok.digitsProblem() != "" {
+		t.Fatalf("%d allocations, problem %q", int(n), ok.digitsProblem())
+	}
+	for _, d := range []DecimalValue{{Precision: 10, small: 10000000000}, {Precision: 10, small: -10000000000}, {Precision: 18, small: math.MinInt64}} {
+		if d.digitsProblem() == "" {
+			t.Errorf("%v in DECIMAL(%d): no problem found", d.small, d.Precision)
+		}
+	}
+}
