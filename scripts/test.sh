@@ -38,3 +38,7 @@ echo "ZooKeeper at $STROM_ZK_ADDR"
 step "go test -race"
 # -count=1: the e2e tests build the binary in a subprocess, which the test cache cannot see.
 go test -race -count=1 -timeout 20m "$@" ./...
+
+step "allocation tests (without -race, which changes allocation)"
+# Files built with !race: they measure what the produce path allocates.
+go test -count=1 -run 'DoesNotCopy' "$@" ./server/ ./client/
