@@ -20,6 +20,7 @@ import (
 	"strom/rpc"
 	stromv1 "strom/rpc/gen/strom/v1"
 	"strom/tablet/kv"
+	"strom/tablet/log"
 )
 
 // The primary-key calls of TabletService: PutKv, Lookup, PrefixLookup,
@@ -90,33 +91,26 @@ func (h *tabletHandler) PutKv(ctx context.Context, req *connect.Request[stromv1.
 			return nil, err
 		}
 	}
-	resp := &stromv1.PutKvResponse{}
-	seen := map[int32]bool{}
-	for _, pb := range buckets {
-		res := &stromv1.ProduceBucketResult{Bucket: pb.Bucket}
-		resp.Buckets = append(resp.Buckets, res)
-		if seen[pb.Bucket] {
-			res.Error = rpc.Detail(&record.InvalidError{Field: "buckets", Reason: fmt.Sprintf("bucket %d appears twice", pb.Bucket)})
-			continue
-		}
-		seen[pb.Bucket] = true
+	ids := make([]int32, len(buckets))
+	for i, pb := range buckets {
+		ids[i] = pb.Bucket
+	}
+	resp := &stromv1.PutKvResponse{Buckets: writeBuckets(ids, func(i int) (log.AppendInfo, error) {
+		pb := buckets[i]
 		r, err := h.replica(kt.Table, pb.Bucket)
 		if err != nil {
-			res.Error = rpc.Detail(err)
-			continue
+			return log.AppendInfo{}, err
 		}
 		b := record.KvBatch(pb.Records)
 		if err := b.Validate(); err != nil {
-			res.Error = rpc.Detail(fmt.Errorf("bucket %d: %w", pb.Bucket, err))
-			continue
+			return log.AppendInfo{}, fmt.Errorf("bucket %d: %w", pb.Bucket, err)
 		}
 		info, err := r.PutKv(ctx, b, targets, acks)
 		if err != nil {
-			res.Error = rpc.Detail(fmt.Errorf("bucket %d: %w", pb.Bucket, err))
-			continue
+			return log.AppendInfo{}, fmt.Errorf("bucket %d: %w", pb.Bucket, err)
 		}
-		res.BaseOffset, res.NextOffset = info.FirstOffset, info.LastOffset+1
-	}
+		return info, nil
+	})}
 	return connect.NewResponse(resp), nil
 }
 

@@ -3,11 +3,13 @@ package server
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -245,5 +247,61 @@ func TestGoClientTakesTheFastPath(t *testing.T) {
 		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "request body") {
 			t.Errorf("body of %d bytes claimed as %d: %d %s", len(body), claimed, rec.Code, rec.Body)
 		}
+	}
+}
+
+// A request's buckets are written concurrently: one that waits for its
+// writer's earlier batch does not hold up the others.
+func TestProduceBucketsDoNotWaitForEachOther(t *testing.T) {
+	s := startServer(t, testConfig(t, t.TempDir()))
+	const ddl = "id BIGINT NOT NULL, name STRING"
+	info := createTable(t, s, "demo", "events", ddl, 2)
+	waitReplicas(t, s, info)
+	batch := func(writer int64, seq int32) []byte {
+		b := buildBatch(t, schemaOf(t, ddl), info.SchemaId, record.Row{int64(seq), "a"})
+		record.Batch(b).SetWriter(writer, seq)
+		return b
+	}
+	c := tabletClient(s)
+	ctx := context.Background()
+	done := make(chan error, 1)
+	go func() {
+		// Bucket 0 gets writer 7's second batch before its first.
+		resp, err := c.ProduceLog(ctx, connect.NewRequest(&stromv1.ProduceLogRequest{Database: "demo", Table: "events",
+			Buckets: []*stromv1.ProduceBucket{{Bucket: 0, Records: batch(7, 1)}, {Bucket: 1, Records: batch(8, 0)}}}))
+		if err == nil && (resp.Msg.Buckets[0].Error != nil || resp.Msg.Buckets[1].Error != nil) {
+			err = fmt.Errorf("bucket errors: %v", resp.Msg.Buckets)
+		}
+		done <- err
+	}()
+	latest := func(bucket int32) int64 {
+		resp, err := c.ListOffsets(ctx, connect.NewRequest(&stromv1.ListOffsetsRequest{Database: "demo", Table: "events",
+			Spec: stromv1.OffsetSpec_OFFSET_SPEC_LATEST, Buckets: []int32{bucket}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Msg.Buckets[0].Offset
+	}
+	for latest(1) == 0 {
+		select {
+		case err := <-done:
+			t.Fatalf("the request ended before bucket 1 was visible: %v", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if latest(0) != 0 {
+		t.Fatal("bucket 0 appended a batch ahead of its writer's first")
+	}
+	// Now the first batch: both of bucket 0's are appended, in order.
+	resp, err := c.ProduceLog(ctx, connect.NewRequest(&stromv1.ProduceLogRequest{Database: "demo", Table: "events",
+		Buckets: []*stromv1.ProduceBucket{{Bucket: 0, Records: batch(7, 0)}}}))
+	if err != nil || resp.Msg.Buckets[0].Error != nil || resp.Msg.Buckets[0].BaseOffset != 0 {
+		t.Fatalf("first batch: %v %v", resp, err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if latest(0) != 2 {
+		t.Fatalf("bucket 0 ends at %d, want 2", latest(0))
 	}
 }

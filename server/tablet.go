@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -93,24 +94,48 @@ func (h *tabletHandler) produce(ctx context.Context, m *stromv1.ProduceLogReques
 			return nil, err
 		}
 	}
-	resp := &stromv1.ProduceLogResponse{}
-	seen := map[int32]bool{}
-	for _, pb := range buckets {
-		res := &stromv1.ProduceBucketResult{Bucket: pb.Bucket}
-		resp.Buckets = append(resp.Buckets, res)
-		if seen[pb.Bucket] {
-			res.Error = rpc.Detail(&record.InvalidError{Field: "buckets", Reason: fmt.Sprintf("bucket %d appears twice", pb.Bucket)})
-			continue
-		}
-		seen[pb.Bucket] = true
-		info, err := h.produceBucket(ctx, t, pb, acks)
-		if err != nil {
-			res.Error = rpc.Detail(err)
-			continue
-		}
-		res.BaseOffset, res.NextOffset = info.FirstOffset, info.LastOffset+1
+	ids := make([]int32, len(buckets))
+	for i, pb := range buckets {
+		ids[i] = pb.Bucket
 	}
-	return resp, nil
+	results := writeBuckets(ids, func(i int) (log.AppendInfo, error) {
+		return h.produceBucket(ctx, t, buckets[i], acks)
+	})
+	return &stromv1.ProduceLogResponse{Buckets: results}, nil
+}
+
+// writeBuckets runs write for each bucket of a write request, concurrently
+// when there are several (each may wait, for its acks or for a writer's
+// earlier batch, without holding up the others), and returns the results in
+// request order. A bucket named twice is refused.
+func writeBuckets(buckets []int32, write func(i int) (log.AppendInfo, error)) []*stromv1.ProduceBucketResult {
+	results := make([]*stromv1.ProduceBucketResult, len(buckets))
+	seen := map[int32]bool{}
+	var wg sync.WaitGroup
+	for i, b := range buckets {
+		res := &stromv1.ProduceBucketResult{Bucket: b}
+		results[i] = res
+		if seen[b] {
+			res.Error = rpc.Detail(&record.InvalidError{Field: "buckets", Reason: fmt.Sprintf("bucket %d appears twice", b)})
+			continue
+		}
+		seen[b] = true
+		run := func() {
+			info, err := write(i)
+			if err != nil {
+				res.Error = rpc.Detail(err)
+				return
+			}
+			res.BaseOffset, res.NextOffset = info.FirstOffset, info.LastOffset+1
+		}
+		if len(buckets) == 1 {
+			run()
+		} else {
+			wg.Go(run)
+		}
+	}
+	wg.Wait()
+	return results
 }
 
 // parseAcks reads a write's acks: -1 (the default), 0 or 1.
