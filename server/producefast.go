@@ -104,11 +104,11 @@ func (p *produceFastPath) serve(r *http.Request, n int) (*stromv1.ProduceLogResp
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(ms)*time.Millisecond)
 		defer cancel()
 	}
-	body := rpc.GetBuffer(n)
-	defer rpc.PutBuffer(body)
-	if _, err := io.ReadFull(r.Body, body); err != nil {
+	body, err := readBody(r.Body, n)
+	if err != nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("read request body of %d bytes: %w", n, err))
 	}
+	defer rpc.PutBuffer(body)
 	if r.ContentLength < 0 {
 		if k, _ := r.Body.Read(make([]byte, 1)); k > 0 {
 			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("request body longer than its %s of %d bytes", bodyLengthHeader, n))
@@ -127,6 +127,34 @@ func (p *produceFastPath) serve(r *http.Request, n int) (*stromv1.ProduceLogResp
 		err = rpc.Error(err)
 	}
 	return resp, err
+}
+
+// upfrontBodyBytes is the most readBody allocates before the bytes arrive.
+const upfrontBodyBytes = 2 << 20
+
+// readBody reads a body of n bytes into a buffer from rpc.GetBuffer. Up to
+// upfrontBodyBytes it takes the buffer at once; beyond, it takes memory as
+// the bytes arrive, in steps that at most double, so that a request that
+// claims a large body and sends little holds little.
+func readBody(r io.Reader, n int) ([]byte, error) {
+	size := min(n, upfrontBodyBytes)
+	buf, got := rpc.GetBuffer(size), 0
+	for {
+		k, err := io.ReadFull(r, buf[got:size])
+		got += k
+		if err != nil {
+			rpc.PutBuffer(buf)
+			return nil, err
+		}
+		if size == n {
+			return buf, nil
+		}
+		size = min(2*size, n)
+		bigger := rpc.GetBuffer(size)
+		copy(bigger, buf[:got])
+		rpc.PutBuffer(buf)
+		buf = bigger
+	}
 }
 
 // bodyLengthHeader carries the length of a body the Go client sends in

@@ -305,3 +305,38 @@ func TestProduceBucketsDoNotWaitForEachOther(t *testing.T) {
 		t.Fatalf("bucket 0 ends at %d, want 2", latest(0))
 	}
 }
+
+// Bodies beyond what the fast path allocates up front are read as they
+// arrive, into growing buffers, and appended whole.
+func TestProduceFastPathLargeBody(t *testing.T) {
+	s := startServer(t, testConfig(t, t.TempDir()))
+	const ddl = "id BIGINT NOT NULL, name STRING"
+	info := createTable(t, s, "demo", "big", ddl, 1)
+	waitReplicas(t, s, info)
+	rows := make([]record.Row, 120000)
+	for i := range rows {
+		rows[i] = record.Row{int64(i), fmt.Sprintf("%x-%x", uint64(i)*0x9e3779b97f4a7c15, uint64(i)*0xc2b2ae3d27d4eb4f)}
+	}
+	big := buildBatch(t, schemaOf(t, ddl), info.SchemaId, rows...)
+	if len(big) <= upfrontBodyBytes {
+		t.Fatalf("batch of %d bytes: want more than %d", len(big), upfrontBodyBytes)
+	}
+	resp, err := tabletClient(s).ProduceLog(context.Background(), connect.NewRequest(&stromv1.ProduceLogRequest{Database: "demo", Table: "big",
+		Buckets: []*stromv1.ProduceBucket{{Bucket: 0, Records: big}}}))
+	if err != nil || resp.Msg.Buckets[0].Error != nil || resp.Msg.Buckets[0].NextOffset != int64(len(rows)) {
+		t.Fatalf("%v %v", resp, err)
+	}
+	for _, n := range []int{1, upfrontBodyBytes, upfrontBodyBytes + 1, 5*upfrontBodyBytes + 3} {
+		data := make([]byte, n)
+		for i := range data {
+			data[i] = byte(i * 7)
+		}
+		got, err := readBody(bytes.NewReader(data), n)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("readBody of %d bytes: %v", n, err)
+		}
+		if _, err := readBody(bytes.NewReader(data[:n-1]), n); err == nil {
+			t.Fatalf("readBody of %d bytes from %d: no error", n, n-1)
+		}
+	}
+}
