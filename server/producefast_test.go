@@ -265,13 +265,17 @@ func TestProduceBucketsDoNotWaitForEachOther(t *testing.T) {
 	c := tabletClient(s)
 	ctx := context.Background()
 	done := make(chan error, 1)
+	bucket0Waited := true
 	go func() {
 		// Bucket 0 gets writer 7's second batch before its first.
 		resp, err := c.ProduceLog(ctx, connect.NewRequest(&stromv1.ProduceLogRequest{Database: "demo", Table: "events",
 			Buckets: []*stromv1.ProduceBucket{{Bucket: 0, Records: batch(7, 1)}, {Bucket: 1, Records: batch(8, 0)}}}))
-		if err == nil && (resp.Msg.Buckets[0].Error != nil || resp.Msg.Buckets[1].Error != nil) {
-			err = fmt.Errorf("bucket errors: %v", resp.Msg.Buckets)
+		if err == nil && resp.Msg.Buckets[1].Error != nil {
+			err = fmt.Errorf("bucket 1: %v", resp.Msg.Buckets[1].Error)
 		}
+		// Bucket 0 waits a second at most; on a slow machine the first
+		// batch may come later, and the second must then be sent again.
+		bucket0Waited = err == nil && resp.Msg.Buckets[0].Error == nil
 		done <- err
 	}()
 	latest := func(bucket int32) int64 {
@@ -300,6 +304,13 @@ func TestProduceBucketsDoNotWaitForEachOther(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+	if !bucket0Waited {
+		resp, err := c.ProduceLog(ctx, connect.NewRequest(&stromv1.ProduceLogRequest{Database: "demo", Table: "events",
+			Buckets: []*stromv1.ProduceBucket{{Bucket: 0, Records: batch(7, 1)}}}))
+		if err != nil || resp.Msg.Buckets[0].Error != nil {
+			t.Fatalf("second batch again: %v %v", resp, err)
+		}
 	}
 	if latest(0) != 2 {
 		t.Fatalf("bucket 0 ends at %d, want 2", latest(0))
