@@ -3,8 +3,10 @@ package rpc
 import (
 	"errors"
 	"math/bits"
+	"runtime"
 	"sync"
 	"unicode/utf8"
+	"weak"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -165,7 +167,8 @@ func unmarshalProduceBucket(b []byte, pb *stromv1.ProduceBucket, own func([]byte
 
 // ReleaseRecords gives the record buffers of m back to the pool and clears
 // them. Call it once nothing reads m's records any more (after the append);
-// calling it on a message not decoded by Codec is harmless.
+// calling it on a message not decoded by Codec is harmless, and not calling
+// it (a call refused before its handler ran) only costs the pool a buffer.
 func ReleaseRecords(m *stromv1.ProduceLogRequest) {
 	for _, pb := range m.GetBuckets() {
 		releaseBuffer(pb.Records)
@@ -182,10 +185,12 @@ const (
 
 var (
 	recordPools [maxPooledShift - minPooledShift + 1]sync.Pool
-	// lent holds the first byte of every pooled buffer handed out, so that
-	// releaseBuffer never pools a slice it did not lend (one a caller may
-	// still use).
-	lent sync.Map // *byte → struct{}
+	// lent holds every pooled buffer handed out and not given back, so
+	// that releaseBuffer never pools a slice it did not lend (one a caller
+	// may still use). It holds them weakly: a buffer never given back (a
+	// request refused before its handler ran) is collected as garbage, and
+	// its entry removed.
+	lent sync.Map // weak.Pointer[byte] (a buffer's first byte) → struct{}
 )
 
 // sizeClass returns the pool index for a buffer of n bytes, or -1.
@@ -215,8 +220,10 @@ func GetBuffer(n int) []byte {
 		buf = (*p)[:n]
 	} else {
 		buf = make([]byte, n, 1<<(c+minPooledShift))
+		first := &buf[:1][0]
+		runtime.AddCleanup(first, func(w weak.Pointer[byte]) { lent.Delete(w) }, weak.Make(first))
 	}
-	lent.Store(&buf[:1][0], struct{}{})
+	lent.Store(weak.Make(&buf[:1][0]), struct{}{})
 	return buf
 }
 
@@ -230,7 +237,7 @@ func releaseBuffer(b []byte) {
 	if cap(b) == 0 {
 		return
 	}
-	if _, ok := lent.LoadAndDelete(&b[:1][0]); !ok {
+	if _, ok := lent.LoadAndDelete(weak.Make(&b[:1][0])); !ok {
 		return
 	}
 	b = b[:0]

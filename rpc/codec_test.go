@@ -2,7 +2,9 @@ package rpc
 
 import (
 	"bytes"
+	"runtime"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -117,4 +119,28 @@ func FuzzProduceDecoders(f *testing.F) {
 		}
 		ReleaseRecords(&pooled)
 	})
+}
+
+// A lent buffer never given back (a call refused before its handler ran)
+// is garbage like any other: the record of its lending does not keep it.
+func TestUnreleasedBuffersAreCollected(t *testing.T) {
+	count := func() int {
+		n := 0
+		lent.Range(func(any, any) bool { n++; return true })
+		return n
+	}
+	before := count()
+	buf := GetBuffer(40 << 20) // a class no other test uses: a fresh buffer
+	if count() != before+1 {
+		t.Fatalf("%d buffers lent, want %d", count(), before+1)
+	}
+	buf = nil
+	_ = buf
+	for i := 0; count() != before; i++ {
+		if i == 100 {
+			t.Fatalf("%d buffers still recorded as lent after collection, want %d", count(), before)
+		}
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
 }
