@@ -130,12 +130,12 @@ func TestUnreleasedBuffersAreCollected(t *testing.T) {
 		return n
 	}
 	before := count()
-	buf := GetBuffer(40 << 20) // a class no other test uses: a fresh buffer
-	if count() != before+1 {
-		t.Fatalf("%d buffers lent, want %d", count(), before+1)
-	}
-	buf = nil
-	_ = buf
+	func() {
+		buf := GetBuffer(40 << 20) // a class no other test uses: a fresh buffer
+		if count() != before+1 || len(buf) != 40<<20 {
+			t.Fatalf("%d buffers lent, want %d", count(), before+1)
+		}
+	}() // and the buffer is dropped
 	for i := 0; count() != before; i++ {
 		if i == 100 {
 			t.Fatalf("%d buffers still recorded as lent after collection, want %d", count(), before)
