@@ -157,23 +157,8 @@ func newDeleteCmd(g *globals) *cobra.Command {
 		Example: `  strom delete shop.customers --key cust_key=1`,
 		Args:    exactArgs(1, "DB.TABLE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			db, name, err := record.ParseTablePath(args[0])
-			if err != nil {
-				return err
-			}
-			if key == "" {
-				return fmt.Errorf("--key is required, e.g. --key id=1")
-			}
-			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				t, err := c.Table(ctx, db, name)
-				if err != nil {
-					return err
-				}
+			return g.callWithKey(cmd, args[0], key, func(ctx context.Context, t *client.Table, values map[string]any) error {
 				s := t.Schema()
-				_, values, err := parseKey(s, key)
-				if err != nil {
-					return err
-				}
 				if _, ok := keyValues(s.PrimaryKey, values); !ok {
 					return fmt.Errorf("--key: give exactly the primary key: %s", strings.Join(s.PrimaryKey, ", "))
 				}
@@ -192,13 +177,36 @@ func newDeleteCmd(g *globals) *cobra.Command {
 				if _, _, err := f.Wait(ctx); err != nil {
 					return err
 				}
-				fmt.Fprintf(g.out, "deleted %s from %s.%s\n", key, db, name)
+				fmt.Fprintf(g.out, "deleted %s from %s\n", key, args[0])
 				return nil
 			})
 		},
 	}
 	cmd.Flags().StringVar(&key, "key", "", "the primary key: col=value[,col=value]")
 	return cmd
+}
+
+// callWithKey runs fn on the table at path with the column values of a
+// --key col=value[,col=value] flag (required).
+func (g *globals) callWithKey(cmd *cobra.Command, path, key string, fn func(ctx context.Context, t *client.Table, values map[string]any) error) error {
+	db, name, err := record.ParseTablePath(path)
+	if err != nil {
+		return err
+	}
+	if key == "" {
+		return fmt.Errorf("--key is required, e.g. --key id=1")
+	}
+	return g.call(cmd, func(ctx context.Context, c *client.Client) error {
+		t, err := c.Table(ctx, db, name)
+		if err != nil {
+			return err
+		}
+		_, values, err := parseKey(t.Schema(), key)
+		if err != nil {
+			return err
+		}
+		return fn(ctx, t, values)
+	})
 }
 
 func newLookupCmd(g *globals) *cobra.Command {
@@ -210,23 +218,8 @@ func newLookupCmd(g *globals) *cobra.Command {
   strom lookup shop.orders --key region=eu --output json`,
 		Args: exactArgs(1, "DB.TABLE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			db, name, err := record.ParseTablePath(args[0])
-			if err != nil {
-				return err
-			}
-			if key == "" {
-				return fmt.Errorf("--key is required, e.g. --key id=1")
-			}
-			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
-				t, err := c.Table(ctx, db, name)
-				if err != nil {
-					return err
-				}
+			return g.callWithKey(cmd, args[0], key, func(ctx context.Context, t *client.Table, values map[string]any) error {
 				s := t.Schema()
-				_, values, err := parseKey(s, key)
-				if err != nil {
-					return err
-				}
 				l, err := t.NewLookuper()
 				if err != nil {
 					return err

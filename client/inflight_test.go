@@ -76,20 +76,18 @@ func readBucket(t *testing.T, ctx context.Context, tbl *client.Table, bucket int
 	return got
 }
 
-// With five batches in flight arriving in any order, a bucket holds the
-// rows in the order they were appended, each once, at the offsets their
-// futures report.
-func TestInflightBatchesKeepTheOrder(t *testing.T) {
-	c := startNode(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	createTable(t, c, "demo", "ordered", 1, nil, &stromv1.Column{Name: "seq", Type: "BIGINT"})
-	sh := &shuffler{next: http.DefaultTransport, rng: rand.New(rand.NewPCG(1, 2))}
+// writeShuffled creates demo.<name> (one bucket, a BIGINT column "seq"),
+// writes rows 0..n-1 to it through sh in batches of a few rows, five in
+// flight, and returns the table (read through sh too), each row's Future,
+// and what the writer's Close returned.
+func writeShuffled(t *testing.T, ctx context.Context, c *client.Client, name string, sh *shuffler, n int) (*client.Table, []*client.Future, error) {
+	t.Helper()
+	createTable(t, c, "demo", name, 1, nil, &stromv1.Column{Name: "seq", Type: "BIGINT"})
 	c2, err := client.New(c.Address(), client.WithHTTPClient(&http.Client{Transport: sh}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tbl, err := c2.Table(ctx, "demo", "ordered")
+	tbl, err := c2.Table(ctx, "demo", name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,12 +95,24 @@ func TestInflightBatchesKeepTheOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const n = 3000
 	futures := make([]*client.Future, n)
 	for i := range n {
 		futures[i] = w.Append(ctx, record.Row{int64(i)})
 	}
-	if err := w.Close(ctx); err != nil {
+	return tbl, futures, w.Close(ctx)
+}
+
+// With five batches in flight arriving in any order, a bucket holds the
+// rows in the order they were appended, each once, at the offsets their
+// futures report.
+func TestInflightBatchesKeepTheOrder(t *testing.T) {
+	c := startNode(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sh := &shuffler{next: http.DefaultTransport, rng: rand.New(rand.NewPCG(1, 2))}
+	const n = 3000
+	tbl, futures, err := writeShuffled(t, ctx, c, "ordered", sh, n)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if sh.produces.Load() < n/20 {
@@ -129,26 +139,10 @@ func TestInflightFailureBreaksOnlyThatWriter(t *testing.T) {
 	c := startNode(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	createTable(t, c, "demo", "broken", 1, nil, &stromv1.Column{Name: "seq", Type: "BIGINT"})
 	sh := &shuffler{next: http.DefaultTransport, rng: rand.New(rand.NewPCG(3, 4)), failAt: 10}
-	c2, err := client.New(c.Address(), client.WithHTTPClient(&http.Client{Transport: sh}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tbl, err := c2.Table(ctx, "demo", "broken")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := tbl.NewAppendWriter(ctx, client.BatchSize(64), client.MaxInflight(5))
-	if err != nil {
-		t.Fatal(err)
-	}
 	const n = 1000
-	futures := make([]*client.Future, n)
-	for i := range n {
-		futures[i] = w.Append(ctx, record.Row{int64(i)})
-	}
-	if err := w.Close(ctx); err == nil {
+	tbl, futures, err := writeShuffled(t, ctx, c, "broken", sh, n)
+	if err == nil {
 		t.Fatal("Close reported no failure")
 	}
 	var acked []int64

@@ -155,7 +155,7 @@ func unmarshalProduceBucket(b []byte, pb *stromv1.ProduceBucket, own func([]byte
 			}
 			// A repeated field merges, as proto.Unmarshal does for
 			// bytes: the last occurrence wins.
-			releaseBuffer(pb.Records)
+			PutBuffer(pb.Records)
 			pb.Records = own(v)
 			b = b[n:]
 		default:
@@ -171,7 +171,7 @@ func unmarshalProduceBucket(b []byte, pb *stromv1.ProduceBucket, own func([]byte
 // it (a call refused before its handler ran) only costs the pool a buffer.
 func ReleaseRecords(m *stromv1.ProduceLogRequest) {
 	for _, pb := range m.GetBuckets() {
-		releaseBuffer(pb.Records)
+		PutBuffer(pb.Records)
 		pb.Records = nil
 	}
 }
@@ -186,7 +186,7 @@ const (
 var (
 	recordPools [maxPooledShift - minPooledShift + 1]sync.Pool
 	// lent holds every pooled buffer handed out and not given back, so
-	// that releaseBuffer never pools a slice it did not lend (one a caller
+	// that PutBuffer never pools a slice it did not lend (one a caller
 	// may still use). It holds them weakly: a buffer never given back (a
 	// request refused before its handler ran) is collected as garbage, and
 	// its entry removed.
@@ -229,11 +229,7 @@ func GetBuffer(n int) []byte {
 
 // PutBuffer gives back a buffer from GetBuffer; nothing may use it after.
 // Other slices are left alone.
-func PutBuffer(b []byte) { releaseBuffer(b) }
-
-// releaseBuffer puts a buffer lent by GetBuffer back in its pool; other
-// slices are left alone.
-func releaseBuffer(b []byte) {
+func PutBuffer(b []byte) {
 	if cap(b) == 0 {
 		return
 	}
