@@ -263,3 +263,28 @@ func (t *Tablet) RemoveExpiredWriters() int {
 	defer t.appendMu.Unlock()
 	return t.writers.removeExpired(limit)
 }
+
+// CheckSequence reports, without appending, whether a batch of the given
+// writer and sequence could be appended now: nil when it is the writer's
+// next, or a retry of one of its last five (or the writer is
+// record.NoWriterID); the *SequenceError AppendAsLeader would give
+// otherwise. It lets a caller with costly work before the append (the KV
+// tablet's merge) wait for a batch's turn before doing it.
+func (t *Tablet) CheckSequence(writerID int64, seq int32) error {
+	if writerID == record.NoWriterID {
+		return nil
+	}
+	t.appendMu.Lock()
+	defer t.appendMu.Unlock()
+	last := record.NoBatchSequence
+	if e, ok := t.writers.m[writerID]; ok {
+		if _, dup := e.find(seq); dup {
+			return nil
+		}
+		last = e.lastSeq()
+	}
+	if !inSequence(last, seq) {
+		return &SequenceError{WriterID: writerID, Sequence: seq, Last: last}
+	}
+	return nil
+}

@@ -229,3 +229,34 @@ func TestSequenceErrorAhead(t *testing.T) {
 		t.Fatalf("AppendAsLeader of a new writer's third batch: %v", err)
 	}
 }
+
+// CheckSequence answers as AppendAsLeader would, without appending.
+func TestCheckSequence(t *testing.T) {
+	tb := openT(t, testConfig(t))
+	m := &model{}
+	for seq := int32(0); seq < 3; seq++ {
+		appendLeader(t, tb, m, 0, t0, batchSpec{id: int64(seq), records: 1, size: 20, writer: 5, seq: seq})
+	}
+	for _, tc := range []struct {
+		writer int64
+		seq    int32
+		ok     bool
+	}{
+		{5, 3, true}, {5, 2, true}, {5, 0, true}, // next, retries
+		{5, 4, false}, {5, -1, false}, // early, wrong
+		{6, 0, true}, {6, 1, false}, // a new writer starts at 0
+		{-1, 9, true}, // no writer
+	} {
+		err := tb.CheckSequence(tc.writer, tc.seq)
+		if (err == nil) != tc.ok {
+			t.Errorf("writer %d sequence %d: %v", tc.writer, tc.seq, err)
+		}
+		var se *SequenceError
+		if err != nil && !errors.As(err, &se) {
+			t.Errorf("writer %d sequence %d: %v is not a *SequenceError", tc.writer, tc.seq, err)
+		}
+	}
+	if tb.LogEndOffset() != 3 {
+		t.Fatalf("log end %d, want 3", tb.LogEndOffset())
+	}
+}

@@ -168,6 +168,11 @@ func (r *Replica) PutKv(ctx context.Context, batch record.KvBatch, targetColumns
 		return log.AppendInfo{}, fmt.Errorf("bucket %s: %w", r.tb, ErrNotKV)
 	}
 	return r.write(ctx, acks, func(int32) (log.AppendInfo, error) {
+		// A batch early for its writer waits for its turn before the
+		// merge (reads of every key), not after each try of it.
+		if err := r.log.CheckSequence(batch.WriterID(), batch.BatchSequence()); err != nil {
+			return log.AppendInfo{}, err
+		}
 		return r.kv.PutKv(ctx, batch, targetColumns)
 	})
 }
