@@ -283,6 +283,7 @@ func TestBadInputIsRejectedAndNothingWritten(t *testing.T) {
 		{"no descriptor", "demo", "t", nil, connect.CodeInvalidArgument, "descriptor", "schema"},
 		{"missing database", "nodb", "t", &stromv1.TableDescriptor{Schema: cols("a INT")}, connect.CodeNotFound, "", "nodb"},
 		{"existing table", "demo", "existing", &stromv1.TableDescriptor{Schema: cols("a INT")}, connect.CodeAlreadyExists, "", "demo.existing"},
+		{"partitioned table", "demo", "t", &stromv1.TableDescriptor{Schema: cols("a INT", "day STRING"), PartitionKeys: []string{"day"}}, connect.CodeInvalidArgument, "partition_keys", "partitioned tables are not supported yet"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -290,8 +291,8 @@ func TestBadInputIsRejectedAndNothingWritten(t *testing.T) {
 			if connect.CodeOf(err) != tc.code {
 				t.Fatalf("err = %v, want code %v", err, tc.code)
 			}
-			if d := errDetail(err); d == nil || !strings.Contains(d.Field, tc.field) {
-				t.Errorf("error detail %v: want field containing %q", d, tc.field)
+			if d := errDetail(err); d == nil || !strings.Contains(d.Field, tc.field) || d.Retriable {
+				t.Errorf("error detail %v: want field containing %q, not retriable", d, tc.field)
 			}
 			if !strings.Contains(err.Error(), tc.msg) {
 				t.Errorf("message %q does not mention %q", err.Error(), tc.msg)

@@ -318,6 +318,14 @@ func (c *Coordinator) CreateTable(ctx context.Context, db, name string, desc rec
 	if err := record.ValidateTableName(name); err != nil {
 		problems = append(problems, err)
 	}
+	// Partitions have no buckets yet: a partitioned table would take
+	// writes that no bucket can ever accept.
+	if desc.IsPartitioned() {
+		problems = append(problems, &record.InvalidError{
+			Field:  "partition_keys",
+			Reason: "partitioned tables are not supported yet; create the table without partition keys",
+		})
+	}
 	desc, err := desc.Normalize(c.cfg.DefaultBucketNumber)
 	if err != nil {
 		problems = append(problems, err)
@@ -359,14 +367,12 @@ func (c *Coordinator) CreateTable(ctx context.Context, db, name string, desc rec
 				ModifiedTime:     now,
 			},
 		}
-		if len(desc.PartitionKeys) == 0 {
-			assignment, err := c.assign(id, desc.BucketCount, replication)
-			if err != nil {
-				return err
-			}
-			nt.Assignment = &assignment
-			nt.LeaderISR = initialLeaders(assignment, t.epoch)
+		assignment, err := c.assign(id, desc.BucketCount, replication)
+		if err != nil {
+			return err
 		}
+		nt.Assignment = &assignment
+		nt.LeaderISR = initialLeaders(assignment, t.epoch)
 		ops, err := c.cat.CreateTableOps(nt)
 		if err != nil {
 			return err
