@@ -27,6 +27,22 @@ type shuffler struct {
 	failAt   int64 // 0: none
 	mu       sync.Mutex
 	rng      *rand.Rand
+	pending  map[int64]bool // requests delayed, not yet sent on
+	early    int            // requests sent on before an earlier one
+}
+
+// sendOn records that request n goes to the server now, and whether it
+// overtakes one that came before it.
+func (s *shuffler) sendOn(n int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.pending, n)
+	for m := range s.pending {
+		if m < n {
+			s.early++
+			return
+		}
+	}
 }
 
 func (s *shuffler) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -42,8 +58,13 @@ func (s *shuffler) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	s.mu.Lock()
 	d := time.Duration(s.rng.IntN(8)) * time.Millisecond
+	if s.pending == nil {
+		s.pending = map[int64]bool{}
+	}
+	s.pending[n] = true
 	s.mu.Unlock()
 	time.Sleep(d)
+	s.sendOn(n)
 	return s.next.RoundTrip(r)
 }
 
@@ -118,6 +139,10 @@ func TestInflightBatchesKeepTheOrder(t *testing.T) {
 	if sh.produces.Load() < n/20 {
 		t.Fatalf("only %d requests: batches too large for the test", sh.produces.Load())
 	}
+	if sh.early == 0 { // Close returned: no request is in flight
+		t.Fatalf("no request of %d overtook an earlier one: the test shows nothing", sh.produces.Load())
+	}
+	t.Logf("%d of %d requests overtook an earlier one", sh.early, sh.produces.Load())
 	for i, f := range futures {
 		_, off, err := f.Wait(ctx)
 		if err != nil || off != int64(i) {

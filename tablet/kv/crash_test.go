@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -51,16 +52,24 @@ func TestCrashHelperProcess(t *testing.T) {
 		if _, err := f.kv.PutKv(ctx, f.batch(ops...), target); err != nil {
 			t.Fatalf("PutKv: %v", err)
 		}
-		if rng.IntN(3) > 0 { // sometimes leave a tail uncommitted
-			hw := f.log.SetHighWatermark(f.log.LogEndOffset())
+		// Commit all, part or none of the uncommitted tail (the high
+		// watermark may fall inside a batch), and say so before the flush.
+		if hw, end := f.log.HighWatermark(), f.log.LogEndOffset(); rng.IntN(3) > 0 {
+			if rng.IntN(2) == 0 {
+				end = hw + rng.Int64N(end-hw+1)
+			}
+			hw = f.log.SetHighWatermark(end)
+			fmt.Printf("commit %d\n", hw)
 			if err := f.kv.FlushTo(hw); err != nil {
 				t.Fatalf("FlushTo: %v", err)
 			}
 		}
 		if i%7 == 0 {
+			hw := f.log.HighWatermark()
 			if err := f.log.CheckpointHighWatermark(); err != nil {
 				t.Fatalf("checkpoint: %v", err)
 			}
+			fmt.Printf("checkpoint %d\n", hw)
 		}
 		if i == 10 {
 			fmt.Println("writing") // the parent may kill from now on
@@ -80,6 +89,7 @@ func TestCrashRecovery(t *testing.T) {
 	for _, noWAL := range []bool{false, true} {
 		t.Run(fmt.Sprintf("DisableWAL=%v", noWAL), func(t *testing.T) {
 			dir := t.TempDir()
+			var committed, checkpointed int64 // over all rounds: the log persists
 			for round := range 4 {
 				cmd := exec.Command(os.Args[0], "-test.run=^TestCrashHelperProcess$", "-test.count=1")
 				cmd.Env = append(os.Environ(), crashEnv+"="+dir, crashEnv+"_NOWAL="+strconv.FormatBool(noWAL),
@@ -92,15 +102,29 @@ func TestCrashRecovery(t *testing.T) {
 				if err := cmd.Start(); err != nil {
 					t.Fatal(err)
 				}
-				sc := bufio.NewScanner(out)
-				started := false
-				for sc.Scan() {
-					if sc.Text() == "writing" {
-						started = true
-						break
+				// The child's reports: every high watermark it set (before
+				// flushing the KV to it) and every one it checkpointed.
+				reports := make(chan [2]int64, 1)
+				started := make(chan bool, 1)
+				go func() {
+					var committed, checkpointed int64
+					sc := bufio.NewScanner(out)
+					for sc.Scan() {
+						line := sc.Text()
+						if line == "writing" {
+							started <- true
+						} else if v, ok := strings.CutPrefix(line, "commit "); ok {
+							n, _ := strconv.ParseInt(v, 10, 64)
+							committed = max(committed, n)
+						} else if v, ok := strings.CutPrefix(line, "checkpoint "); ok {
+							n, _ := strconv.ParseInt(v, 10, 64)
+							checkpointed = max(checkpointed, n)
+						}
 					}
-				}
-				if !started {
+					close(started)
+					reports <- [2]int64{committed, checkpointed}
+				}()
+				if !<-started {
 					cmd.Wait()
 					t.Fatalf("round %d: the child exited before writing", round)
 				}
@@ -109,17 +133,21 @@ func TestCrashRecovery(t *testing.T) {
 				if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 					t.Fatal(err)
 				}
-				go func() {
-					for sc.Scan() {
-					}
-				}()
 				cmd.Wait()
+				r := <-reports
+				committed, checkpointed = max(committed, r[0]), max(checkpointed, r[1])
 
 				f := newFixtureIn(t, dir, testLogger(t), crashTable(t), func(c *Config) { c.DisableWAL = noWAL })
-				st := f.kv.Stats()
-				t.Logf("round %d: log end %d, hw %d, kv %+v", round, f.log.LogEndOffset(), f.log.HighWatermark(), st)
-				if st.FlushedOffset > f.log.HighWatermark() {
-					t.Fatalf("flushed offset %d above the high watermark %d", st.FlushedOffset, f.log.HighWatermark())
+				st, hw := f.kv.Stats(), f.log.HighWatermark()
+				t.Logf("round %d: log end %d, hw %d, kv %+v; the child committed up to %d, checkpointed %d", round, f.log.LogEndOffset(), hw, st, committed, checkpointed)
+				// Pebble holds only committed rows, so recovery cannot find
+				// (nor raise the high watermark to) a flushed offset beyond
+				// what the child committed; and the checkpoint survived.
+				if st.FlushedOffset > committed || hw > committed {
+					t.Fatalf("round %d: flushed offset %d, high watermark %d; the child committed only up to %d", round, st.FlushedOffset, hw, committed)
+				}
+				if hw < checkpointed {
+					t.Fatalf("round %d: high watermark %d below the child's checkpoint %d", round, hw, checkpointed)
 				}
 				f.checkInvariant()
 				f.commit() // the uncommitted tail, replayed into the buffer, commits

@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -178,9 +179,18 @@ func writerBatch(writer int64, seq int32) []byte {
 	return buf
 }
 
+// waitingBatches is how many batches wait for their writer's earlier ones.
+func (r *Replica) waitingBatches() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.waiting
+}
+
 // A writer's batches sent at once, up to five in flight, arriving in any
-// order, are appended in sequence order; a batch whose predecessor never
-// comes is refused after a bounded wait, and nothing is appended for it.
+// order, are appended in sequence order: each that arrives early waits for
+// its predecessors (and is not refused); a batch whose predecessor never
+// comes waits until its request ends or the wait runs out, and is refused;
+// one too far ahead, or behind, is refused without waiting.
 func TestWriterBatchesAreAppendedInSequenceOrder(t *testing.T) {
 	meta := metatest.NewNode(t)
 	m := startManager(t, meta, t.TempDir())
@@ -191,24 +201,21 @@ func TestWriterBatchesAreAppendedInSequenceOrder(t *testing.T) {
 		return err == nil && r.IsLeader()
 	})
 	r, _ := m.Replica(tb)
+	r.gapWait = time.Hour // a wait ends by its predecessor's append (or its request's end)
+	ctx := context.Background()
 	const writer, n = 42, 40
 	for window := int32(0); window < n; window += 5 {
 		errs := make(chan error, 5)
-		// The window's batches start in reverse order: the first to
-		// arrive is the last in sequence.
+		// The window's batches arrive in reverse order: the first is the
+		// last in sequence, and each but the last to arrive must wait.
 		for seq := window + 4; seq >= window; seq-- {
 			go func() {
-				for {
-					// On a machine slow enough for a wait to run out, the
-					// batch is sent again, as a writer does.
-					_, err := r.Append(context.Background(), writerBatch(writer, seq), -1)
-					if !errors.Is(err, log.ErrOutOfOrderSequence) {
-						errs <- err
-						return
-					}
-				}
+				_, err := r.Append(ctx, writerBatch(writer, seq), -1)
+				errs <- err
 			}()
-			time.Sleep(time.Millisecond)
+			if early := int(window + 5 - seq); seq > window {
+				waitFor(t, fmt.Sprintf("%d batches waiting", early), func() bool { return r.waitingBatches() == early })
+			}
 		}
 		for range 5 {
 			if err := <-errs; err != nil {
@@ -234,18 +241,45 @@ func TestWriterBatchesAreAppendedInSequenceOrder(t *testing.T) {
 		t.Fatalf("%d batches appended, want %d", want, n)
 	}
 
-	// Sequence n+1 without n: refused once the wait runs out.
-	start := time.Now()
-	_, err = r.Append(context.Background(), writerBatch(writer, n+1), -1)
-	if !errors.Is(err, log.ErrOutOfOrderSequence) || time.Since(start) < gapWait {
-		t.Fatalf("a batch whose predecessor never came: %v after %v", err, time.Since(start))
+	// Sequence n+1 without n: it waits, and is refused when its request
+	// ends; or when the wait runs out.
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Append(cctx, writerBatch(writer, n+1), -1)
+		done <- err
+	}()
+	waitFor(t, "the early batch waiting", func() bool { return r.waitingBatches() == 1 })
+	cancel()
+	if err := <-done; !errors.Is(err, log.ErrOutOfOrderSequence) {
+		t.Fatalf("a batch whose predecessor never came, request cancelled: %v", err)
 	}
-	// Too far ahead, or behind: refused at once.
+	r.gapWait = time.Millisecond
+	if _, err := r.Append(ctx, writerBatch(writer, n+1), -1); !errors.Is(err, log.ErrOutOfOrderSequence) {
+		t.Fatalf("a batch whose predecessor never came, wait run out: %v", err)
+	}
+	// Too far ahead, or behind: refused without waiting (a wait would
+	// last the hour).
+	r.gapWait = time.Hour
 	for _, seq := range []int32{n + 5, 3} {
-		start = time.Now()
-		if _, err = r.Append(context.Background(), writerBatch(writer, seq), -1); !errors.Is(err, log.ErrOutOfOrderSequence) || time.Since(start) > gapWait/2 {
-			t.Fatalf("sequence %d: %v after %v", seq, err, time.Since(start))
-		}
+		go func() {
+			_, err := r.Append(ctx, writerBatch(writer, seq), -1)
+			done <- err
+		}()
+		waitFor(t, fmt.Sprintf("sequence %d refused", seq), func() bool {
+			if r.waitingBatches() > 0 {
+				t.Fatalf("sequence %d waits", seq)
+			}
+			select {
+			case err := <-done:
+				if !errors.Is(err, log.ErrOutOfOrderSequence) {
+					t.Fatalf("sequence %d: %v", seq, err)
+				}
+				return true
+			default:
+				return false
+			}
+		})
 	}
 	if r.Log().LogEndOffset() != n {
 		t.Fatalf("log end %d after refused batches, want %d", r.Log().LogEndOffset(), n)

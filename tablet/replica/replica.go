@@ -70,7 +70,12 @@ type Replica struct {
 		// leader, waking batches that wait for their writer's earlier
 		// ones (appendInOrder).
 		appended chan struct{}
+		// waiting counts the batches waiting for their writer's earlier
+		// ones.
+		waiting int
 	}
+	// gapWait is how long such a batch waits (gapWait; tests change it).
+	gapWait time.Duration
 }
 
 // gapWait bounds how long a batch that arrived ahead of its writer's
@@ -79,7 +84,7 @@ type Replica struct {
 const gapWait = time.Second
 
 func newReplica(tb TableBucket, nodeID int32, lt *log.Tablet, kt *kv.Tablet, lg *slog.Logger) *Replica {
-	r := &Replica{tb: tb, nodeID: nodeID, log: lt, kv: kt, lg: lg}
+	r := &Replica{tb: tb, nodeID: nodeID, log: lt, kv: kt, lg: lg, gapWait: gapWait}
 	r.mu.leader = -1
 	r.mu.advanced = make(chan struct{})
 	r.mu.appended = make(chan struct{})
@@ -230,20 +235,24 @@ func (r *Replica) appendInOrder(ctx context.Context, appendFn func(epoch int32) 
 			return info, err
 		}
 		if timeout == nil {
-			t := time.NewTimer(gapWait)
+			t := time.NewTimer(r.gapWait)
 			defer t.Stop()
 			timeout = t.C
 		}
 		appended := r.mu.appended
+		r.mu.waiting++
 		r.mu.Unlock()
+		var expired bool
 		select {
 		case <-appended:
-			r.mu.Lock()
 		case <-timeout:
-			r.mu.Lock()
-			return info, err
+			expired = true
 		case <-ctx.Done():
-			r.mu.Lock()
+			expired = true
+		}
+		r.mu.Lock()
+		r.mu.waiting--
+		if expired {
 			return info, err
 		}
 	}
