@@ -72,6 +72,12 @@ type Server struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// stopping is closed when Stop begins: long waits in handlers (a
+	// long-poll fetch) end then, so the API drains promptly.
+	stopping chan struct{}
+	// longPolls counts the fetches waiting for data.
+	longPolls atomic.Int64
+
 	stopOnce sync.Once
 	stopErr  error
 }
@@ -96,7 +102,7 @@ func Start(ctx context.Context, cfg Config, lg *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, lg: lg.With("node", cfg.NodeID)}
+	s := &Server{cfg: cfg, lg: lg.With("node", cfg.NodeID), stopping: make(chan struct{})}
 	s.scanners.ttl = cfg.ScannerTTL
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
@@ -325,6 +331,7 @@ func (s *Server) stop(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ShutdownTimeout)
 	defer cancel()
 	s.ready.Store(false)
+	close(s.stopping)
 	var errs []error
 	if s.http != nil {
 		if err := s.http.Shutdown(ctx); err != nil {

@@ -312,8 +312,11 @@ func (h *tabletHandler) FetchLog(ctx context.Context, req *connect.Request[strom
 		if total >= minBytes || wait <= 0 || time.Now().After(deadline) || len(wake) == 0 {
 			return connect.NewResponse(resp), nil
 		}
-		if err := waitAny(ctx, wake, time.Until(deadline)); err != nil {
-			return connect.NewResponse(resp), nil // the wait ran out: answer with what there is
+		h.s.longPolls.Add(1)
+		err := waitAny(ctx, h.s.stopping, wake, time.Until(deadline))
+		h.s.longPolls.Add(-1)
+		if err != nil {
+			return connect.NewResponse(resp), nil // the wait ran out or the node is stopping: answer with what there is
 		}
 	}
 }
@@ -465,8 +468,9 @@ func projection(s record.Schema, names []string) ([]int, error) {
 	return cols, nil
 }
 
-// waitAny waits until one of chs closes, ctx ends, or d passes.
-func waitAny(ctx context.Context, chs []<-chan struct{}, d time.Duration) error {
+// waitAny waits until one of chs closes, ctx ends, stop closes (the node
+// is stopping) or d passes; it returns nil only in the first case.
+func waitAny(ctx context.Context, stop <-chan struct{}, chs []<-chan struct{}, d time.Duration) error {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	done := make(chan struct{})
@@ -491,8 +495,13 @@ func waitAny(ctx context.Context, chs []<-chan struct{}, d time.Duration) error 
 		return context.DeadlineExceeded
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-stop:
+		return errStopping
 	}
 }
+
+// errStopping ends a wait because the node is stopping.
+var errStopping = errors.New("server: node is stopping")
 
 func (h *tabletHandler) ListOffsets(_ context.Context, req *connect.Request[stromv1.ListOffsetsRequest]) (*connect.Response[stromv1.ListOffsetsResponse], error) {
 	m := req.Msg

@@ -368,3 +368,53 @@ func TestProduceTooLargeAndOutOfRange(t *testing.T) {
 		t.Errorf("empty bucket: %v", f.Msg.Buckets[1])
 	}
 }
+
+// A long-poll fetch does not hold up a stop: it is answered (with what
+// there is) as soon as the node begins stopping, and Stop returns cleanly
+// rather than when shutdown.timeout runs out with an error.
+func TestStopEndsLongPollFetch(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.ShutdownTimeout = 5 * time.Minute
+	s := startServer(t, cfg)
+	createTable(t, s, "demo", "t", "id BIGINT", 1)
+	c := tabletClient(s)
+	type result struct {
+		resp *connect.Response[stromv1.FetchLogResponse]
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		resp, err := c.FetchLog(context.Background(), connect.NewRequest(&stromv1.FetchLogRequest{
+			Database: "demo", Table: "t", MaxWaitMs: int32((4 * time.Minute).Milliseconds()),
+			Buckets: []*stromv1.FetchBucket{{Bucket: 0, Offset: 0}},
+		}))
+		got <- result{resp, err}
+	}()
+	// Stop only once the fetch is in its wait: the API then has it in
+	// flight.
+	for s.longPolls.Load() == 0 {
+		select {
+		case r := <-got:
+			t.Fatalf("fetch returned before any data: %v %v", r.resp, r.err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	// Far below shutdown.timeout and the fetch's wait: only a stop that
+	// ends the wait meets it.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.Stop(ctx); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	select {
+	case r := <-got:
+		if r.err != nil {
+			t.Fatalf("fetch during stop: %v", r.err)
+		}
+		if b := r.resp.Msg.Buckets; len(b) != 1 || b[0].Error != nil || len(b[0].Records) != 0 {
+			t.Fatalf("fetch during stop answered %v", b)
+		}
+	default:
+		t.Fatal("Stop returned with the fetch still waiting")
+	}
+}
