@@ -57,6 +57,15 @@ type Config struct {
 	// SegmentBytes is the size at which a bucket's log rolls to a new
 	// segment (log.segment.file-size, Fluss's key; default 1 GiB).
 	SegmentBytes int64
+	// WriterIDExpirationTime is how long a bucket remembers an idempotent
+	// writer after its last batch (server.writer-id.expiration-time, Fluss's
+	// key; default 7 days). A writer idle for longer must start again at
+	// sequence 0.
+	WriterIDExpirationTime time.Duration
+	// WriterIDExpirationCheckInterval is how often expired writers are
+	// forgotten (server.writer-id.expiration-check-interval, Fluss's key;
+	// default 10 minutes).
+	WriterIDExpirationCheckInterval time.Duration
 	// ZooKeeperListen, when set, serves the ZooKeeper wire protocol over the
 	// metadata tree on this address (zookeeper.listen, --zookeeper-listen;
 	// off when empty; 127.0.0.1:2181 is ZooKeeper's usual port).
@@ -85,6 +94,10 @@ func DefaultConfig() Config {
 		ScannerTTL:               time.Minute,
 		LogFormat:                "text",
 		LogLevel:                 "info",
+
+		// Idempotent writers' state (Fluss's keys and defaults).
+		WriterIDExpirationTime:          7 * 24 * time.Hour,
+		WriterIDExpirationCheckInterval: 10 * time.Minute,
 	}
 }
 
@@ -201,6 +214,10 @@ func Keys() []Key {
 			func(c *Config) *time.Duration { return &c.ScannerTTL }),
 		durationKey("shutdown.timeout", "", "longest a clean stop may take",
 			func(c *Config) *time.Duration { return &c.ShutdownTimeout }),
+		durationKey("server.writer-id.expiration-time", "", "how long a bucket remembers an idle idempotent writer (e.g. 168h)",
+			func(c *Config) *time.Duration { return &c.WriterIDExpirationTime }),
+		durationKey("server.writer-id.expiration-check-interval", "", "how often expired idempotent writers are forgotten",
+			func(c *Config) *time.Duration { return &c.WriterIDExpirationCheckInterval }),
 		stringKey("log.format", "log-format", "log format: text or json",
 			func(c *Config) *string { return &c.LogFormat }),
 		stringKey("log.level", "log-level", "log level: debug, info, warn or error",
@@ -309,6 +326,12 @@ func (c Config) Validate() error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdown.timeout", "must be positive, got %s", c.ShutdownTimeout)
+	}
+	if c.WriterIDExpirationTime <= 0 {
+		bad("server.writer-id.expiration-time", "must be positive, got %s", c.WriterIDExpirationTime)
+	}
+	if c.WriterIDExpirationCheckInterval <= 0 {
+		bad("server.writer-id.expiration-check-interval", "must be positive, got %s", c.WriterIDExpirationCheckInterval)
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		bad("log.format", "want text or json, got %q", c.LogFormat)

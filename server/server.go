@@ -161,15 +161,17 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 
 	lc := log.DefaultConfig()
 	lc.SegmentBytes = cfg.SegmentBytes
+	lc.WriterExpiration = cfg.WriterIDExpirationTime
 	s.kvCache = pebble.NewCache(kvCacheBytes)
 	s.replicas = replica.NewManager(replica.Config{
-		NodeID:             cfg.NodeID,
-		Dir:                filepath.Join(cfg.DataDir, "tablets"),
-		Log:                lc,
-		RetentionInterval:  5 * time.Minute,
-		CheckpointInterval: 5 * time.Second,
-		KVCache:            s.kvCache,
-		Logger:             s.lg,
+		NodeID:                   cfg.NodeID,
+		Dir:                      filepath.Join(cfg.DataDir, "tablets"),
+		Log:                      lc,
+		RetentionInterval:        5 * time.Minute,
+		CheckpointInterval:       5 * time.Second,
+		WriterExpirationInterval: cfg.WriterIDExpirationCheckInterval,
+		KVCache:                  s.kvCache,
+		Logger:                   s.lg,
 	}, s.meta)
 
 	s.http = &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second}

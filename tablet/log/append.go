@@ -253,15 +253,22 @@ func (t *Tablet) roll() error {
 // committed more than Config.WriterExpiration before Config.Now (Fluss's
 // periodic writer id expiration; the caller schedules it). A forgotten
 // writer that comes back must start again at sequence 0 on the leader
-// path. It returns how many writers were removed.
+// path. It stays forgotten across a restart: Open drops the writers
+// expired by then from the state it loads. It returns how many writers
+// were removed.
 func (t *Tablet) RemoveExpiredWriters() int {
+	t.appendMu.Lock()
+	defer t.appendMu.Unlock()
+	return t.removeExpiredLocked(t.writers)
+}
+
+// removeExpiredLocked drops ws's writers expired as of Config.Now and
+// returns how many. appendMu held.
+func (t *Tablet) removeExpiredLocked(ws *writerState) int {
 	if t.cfg.WriterExpiration <= 0 {
 		return 0
 	}
-	limit := t.cfg.now().Add(-t.cfg.WriterExpiration).UnixMilli()
-	t.appendMu.Lock()
-	defer t.appendMu.Unlock()
-	return t.writers.removeExpired(limit)
+	return ws.removeExpired(t.cfg.now().Add(-t.cfg.WriterExpiration).UnixMilli())
 }
 
 // CheckSequence reports, without appending, whether a batch of the given

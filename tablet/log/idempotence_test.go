@@ -3,6 +3,7 @@ package log
 import (
 	"errors"
 	"math"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -258,5 +259,47 @@ func TestCheckSequence(t *testing.T) {
 	}
 	if tb.LogEndOffset() != 3 {
 		t.Fatalf("log end %d, want 3", tb.LogEndOffset())
+	}
+}
+
+// An expired writer stays forgotten after a restart, whether the state
+// comes back from the snapshot a clean Close wrote or from an older
+// snapshot and the log after a crash; a writer that has not expired is
+// remembered.
+func TestExpiredWritersStayForgottenAfterRestart(t *testing.T) {
+	for _, clean := range []bool{true, false} {
+		t.Run(map[bool]string{true: "clean", false: "crash"}[clean], func(t *testing.T) {
+			cfg := testConfig(t)
+			cfg.WriterExpiration = time.Hour
+			var now atomic.Int64
+			now.Store(t0.UnixMilli())
+			cfg.Now = func() time.Time { return time.UnixMilli(now.Load()) }
+			tb := openT(t, cfg)
+			m := &model{}
+			appendLeader(t, tb, m, 0, t0, batchSpec{id: 1, records: 1, size: 10, writer: 1, seq: 0})
+			if err := tb.Close(); err != nil { // a snapshot that holds writer 1
+				t.Fatal(err)
+			}
+			tb = openT(t, cfg)
+			now.Store(t0.Add(90 * time.Minute).UnixMilli())
+			appendLeader(t, tb, m, 0, t0.Add(90*time.Minute), batchSpec{id: 2, records: 1, size: 10, writer: 2, seq: 0})
+			if n := tb.RemoveExpiredWriters(); n != 1 {
+				t.Fatalf("removed %d writers, want 1", n)
+			}
+			if clean {
+				if err := tb.Close(); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				tb.crash()
+			}
+			tb = openT(t, cfg)
+			if err := tb.CheckSequence(1, 1); !errors.Is(err, ErrOutOfOrderSequence) {
+				t.Errorf("writer 1 after restart: sequence 1 gives %v, want it forgotten (must start at 0)", err)
+			}
+			if err := tb.CheckSequence(2, 1); err != nil {
+				t.Errorf("writer 2 after restart: %v, want it remembered", err)
+			}
+		})
 	}
 }

@@ -572,8 +572,8 @@ func (t *Tablet) loadEpochs() error {
 
 // loadWriterState rebuilds the writer state as of offset end (the log
 // end): from the newest readable snapshot in [log start, end], then the
-// batches after it; snapshots beyond end (from a log since cut) are
-// deleted. It returns the offset of the snapshot used, or -1. appendMu
+// batches after it, less the writers expired by now; snapshots beyond end
+// (from a log since cut) are deleted. It returns the offset of the snapshot used, or -1. appendMu
 // held.
 func (t *Tablet) loadWriterState(end int64) (int64, error) {
 	start := t.mu.segments[0].base
@@ -605,6 +605,9 @@ func (t *Tablet) loadWriterState(end int64) (int64, error) {
 			return -1, err
 		}
 	}
+	// Writers that expired before the restart stay forgotten: the
+	// snapshot, or the batches replayed, may predate their expiration.
+	t.removeExpiredLocked(ws)
 	t.writers = ws
 	return used, nil
 }

@@ -35,6 +35,10 @@ type Config struct {
 	RetentionInterval time.Duration
 	// CheckpointInterval is how often high watermarks are written to disk.
 	CheckpointInterval time.Duration
+	// WriterExpirationInterval is how often idempotent writers idle for
+	// Log.WriterExpiration are forgotten
+	// (server.writer-id.expiration-check-interval).
+	WriterExpirationInterval time.Duration
 	// KVCache is the Pebble block cache shared by the node's KV tablets
 	// (nil: each gets a small private one).
 	KVCache *pebble.Cache
@@ -73,8 +77,8 @@ func NewManager(cfg Config, meta Meta) *Manager {
 }
 
 // Run reconciles the hosted replicas with the metadata now and whenever the
-// assignments change, and runs retention and checkpoints, until ctx is
-// done. It then closes every replica.
+// assignments change, and runs retention, checkpoints and writer
+// expiration, until ctx is done. It then closes every replica.
 func (m *Manager) Run(ctx context.Context) error {
 	w := m.meta.NewWatcher()
 	defer w.Close()
@@ -89,6 +93,8 @@ func (m *Manager) Run(ctx context.Context) error {
 	defer retention.Stop()
 	checkpoint := time.NewTicker(m.cfg.CheckpointInterval)
 	defer checkpoint.Stop()
+	writers := time.NewTicker(m.cfg.WriterExpirationInterval)
+	defer writers.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -102,6 +108,8 @@ func (m *Manager) Run(ctx context.Context) error {
 			m.enforceRetention(time.Now())
 		case <-checkpoint.C:
 			m.checkpoint()
+		case <-writers.C:
+			m.removeExpiredWriters()
 		}
 	}
 }
@@ -311,6 +319,16 @@ func (m *Manager) checkpoint() {
 	for _, r := range m.replicas() {
 		if err := r.log.CheckpointHighWatermark(); err != nil {
 			m.lg.Warn("checkpoint high watermark", "bucket", r.tb.String(), "err", err)
+		}
+	}
+}
+
+// removeExpiredWriters forgets, in every replica, the idempotent writers
+// idle for longer than the log's WriterExpiration.
+func (m *Manager) removeExpiredWriters() {
+	for _, r := range m.replicas() {
+		if n := r.log.RemoveExpiredWriters(); n > 0 {
+			m.lg.Info("expired idle writers", "bucket", r.tb.String(), "writers", n)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,11 +57,16 @@ func createTable(t *testing.T, meta *raftmeta.Node, name string, buckets int32, 
 	return id
 }
 
-func startManager(t *testing.T, meta *raftmeta.Node, dir string) *Manager {
+// startManager runs a manager in dir; opts adjust its configuration.
+func startManager(t *testing.T, meta *raftmeta.Node, dir string, opts ...func(*Config)) *Manager {
 	t.Helper()
 	lc := log.DefaultConfig()
 	lc.NoSync = true
-	m := NewManager(Config{NodeID: 1, Dir: dir, Log: lc, RetentionInterval: time.Hour, CheckpointInterval: time.Hour, Logger: metatest.Logger(t)}, meta)
+	cfg := Config{NodeID: 1, Dir: dir, Log: lc, RetentionInterval: time.Hour, CheckpointInterval: time.Hour, WriterExpirationInterval: time.Hour, Logger: metatest.Logger(t)}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	m := NewManager(cfg, meta)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = m.Run(ctx) }()
@@ -284,4 +290,39 @@ func TestWriterBatchesAreAppendedInSequenceOrder(t *testing.T) {
 	if r.Log().LogEndOffset() != n {
 		t.Fatalf("log end %d after refused batches, want %d", r.Log().LogEndOffset(), n)
 	}
+}
+
+// The manager's periodic check forgets a writer once it has been idle for
+// server.writer-id.expiration-time, not before.
+func TestIdleWritersExpire(t *testing.T) {
+	meta := metatest.NewNode(t)
+	var now atomic.Int64
+	now.Store(time.Now().UnixMilli())
+	m := startManager(t, meta, t.TempDir(), func(c *Config) {
+		c.Log.WriterExpiration = time.Hour
+		c.Log.Now = func() time.Time { return time.UnixMilli(now.Load()) }
+		c.WriterExpirationInterval = time.Millisecond
+	})
+	id := createTable(t, meta, "t", 1, []int32{1})
+	tb := TableBucket{id, 0}
+	waitFor(t, "replica leading", func() bool {
+		r, err := m.Replica(tb)
+		return err == nil && r.IsLeader()
+	})
+	r, _ := m.Replica(tb)
+	if _, err := r.Append(context.Background(), writerBatch(1, 0), -1); err != nil {
+		t.Fatal(err)
+	}
+	// The batch's commit timestamp is the wall clock. Half an hour on by
+	// the log's clock the writer is kept, however often the check runs.
+	now.Add((30 * time.Minute).Milliseconds())
+	m.removeExpiredWriters()
+	if err := r.Log().CheckSequence(1, 1); err != nil {
+		t.Fatalf("writer idle for 30 minutes: %v, want it remembered", err)
+	}
+	// Two hours on it is forgotten: its next sequence is refused.
+	now.Add((90 * time.Minute).Milliseconds())
+	waitFor(t, "writer forgotten", func() bool {
+		return errors.Is(r.Log().CheckSequence(1, 1), log.ErrOutOfOrderSequence)
+	})
 }
