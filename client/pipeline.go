@@ -308,9 +308,10 @@ func (w *pipeline) sealLocked(pb *pendingBatch) {
 		go s.run()
 	}
 	s.inflight.Add(1)
-	// The queue is bounded by buffer memory; never block while holding mu
-	// for long: a full queue waits here briefly while the sender drains.
-	s.queue <- sb
+	// Never blocks: the queue is bounded by buffer memory alone, so a slow
+	// bucket holds up only appends that need memory it holds, not the
+	// writer's lock.
+	s.queue.push(sb)
 }
 
 // complete resolves a batch's futures: offsets from base on success.
@@ -395,7 +396,7 @@ func (w *pipeline) close(ctx context.Context) error {
 	err := w.flush(ctx)
 	w.mu.Lock()
 	for _, s := range w.mu.senders {
-		close(s.queue) // senders drain what is queued, then exit
+		s.queue.close() // senders drain what is queued, then exit
 	}
 	w.mu.Unlock()
 	w.wg.Wait()
@@ -411,7 +412,7 @@ func (w *pipeline) close(ctx context.Context) error {
 type bucketSender struct {
 	w        *pipeline
 	bucket   int32
-	queue    chan *sealedBatch
+	queue    batchQueue
 	slots    chan struct{} // a token per batch being sent
 	inflight inflightCounter
 
@@ -433,7 +434,7 @@ func newBucketSender(w *pipeline, bucket int32) *bucketSender {
 	if w.cfg.idempotent {
 		inflight = w.cfg.maxInflight
 	}
-	s := &bucketSender{w: w, bucket: bucket, queue: make(chan *sealedBatch, 64), slots: make(chan struct{}, inflight)}
+	s := &bucketSender{w: w, bucket: bucket, queue: newBatchQueue(), slots: make(chan struct{}, inflight)}
 	s.mu.writerID = record.NoWriterID
 	return s
 }
@@ -442,7 +443,11 @@ func (s *bucketSender) run() {
 	defer s.w.wg.Done()
 	var sending sync.WaitGroup
 	defer sending.Wait()
-	for sb := range s.queue {
+	for {
+		sb, ok := s.queue.pop()
+		if !ok {
+			return
+		}
 		s.slots <- struct{}{}
 		writerID, seq := record.NoWriterID, record.NoBatchSequence
 		if s.w.cfg.idempotent {
@@ -477,6 +482,61 @@ func (s *bucketSender) run() {
 			}
 			s.done(sb, base, err)
 		}()
+	}
+}
+
+// batchQueue is a bucket's sealed batches waiting for its sender, in
+// order: unbounded (buffer memory bounds it), so that sealing a batch,
+// done under the writer's lock, never waits for a slow bucket.
+type batchQueue struct {
+	mu     sync.Mutex
+	items  []*sealedBatch
+	closed bool
+	ready  chan struct{} // holds a token while items or closed are news to pop
+}
+
+func newBatchQueue() batchQueue { return batchQueue{ready: make(chan struct{}, 1)} }
+
+func (q *batchQueue) push(sb *sealedBatch) {
+	q.mu.Lock()
+	q.items = append(q.items, sb)
+	q.mu.Unlock()
+	q.signal()
+}
+
+// close makes pop return false once the queue is empty.
+func (q *batchQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	q.signal()
+}
+
+func (q *batchQueue) signal() {
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+// pop blocks until a batch is queued, and returns it; false once the queue
+// is closed and empty.
+func (q *batchQueue) pop() (*sealedBatch, bool) {
+	for {
+		q.mu.Lock()
+		if len(q.items) > 0 {
+			sb := q.items[0]
+			q.items[0] = nil
+			q.items = q.items[1:]
+			q.mu.Unlock()
+			return sb, true
+		}
+		closed := q.closed
+		q.mu.Unlock()
+		if closed {
+			return nil, false
+		}
+		<-q.ready
 	}
 }
 
