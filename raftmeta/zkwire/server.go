@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"strom/internal/netlimit"
 	"strom/raftmeta"
 )
 
@@ -21,8 +22,11 @@ type Config struct {
 	// Listen only; empty means the shim is off.
 	Listen string
 	// MaxPacketSize is the largest request packet accepted, in bytes
-	// (ZooKeeper's jute.maxbuffer; default 1 MiB). A larger length prefix
-	// closes the connection.
+	// (config key zookeeper.jute.maxbuffer; ZooKeeper's jute.maxbuffer,
+	// default 0xfffff, 1 MiB less a byte). A longer length prefix closes the
+	// connection, as ZooKeeper's NIOServerCnxn.readLength does: ZooKeeper
+	// answers no error for it. It also bounds a znode's data, which travels
+	// in one packet (ZooKeeper has no other limit on it).
 	MaxPacketSize int
 	// MinSessionTimeout and MaxSessionTimeout clamp the session timeout a
 	// client asks for (ZooKeeper's 2 and 20 ticks: defaults 4s and 40s).
@@ -33,9 +37,13 @@ type Config struct {
 	// RequestTimeout bounds one write through Raft (default 10s). A write
 	// that times out drops the connection: its outcome is unknown.
 	RequestTimeout time.Duration
-	// MaxConnections is the most client connections served at once
-	// (ZooKeeper's maxClientCnxns, but per server; 0: no limit).
-	MaxConnections int
+	// MaxConnections is the most client connections served at once (config
+	// key zookeeper.maxCnxns; ZooKeeper's maxCnxns; 0: no limit, its
+	// default). MaxClientConnections is the most from one client IP
+	// (zookeeper.maxClientCnxns; ZooKeeper's maxClientCnxns, default 60).
+	// A connection over either is closed as it is accepted, before its
+	// connect request is read, and logged, as ZooKeeper does.
+	MaxConnections, MaxClientConnections int
 	// ProtectedRoot is the subtree clients may read but not write (NoAuth):
 	// Strom's own tree (default "/strom"; "-" protects nothing).
 	ProtectedRoot string
@@ -46,12 +54,13 @@ type Config struct {
 // DefaultConfig returns ZooKeeper's limits and Strom's protected root.
 func DefaultConfig() Config {
 	return Config{
-		MaxPacketSize:     1 << 20,
-		MinSessionTimeout: 4 * time.Second,
-		MaxSessionTimeout: 40 * time.Second,
-		HandshakeTimeout:  10 * time.Second,
-		RequestTimeout:    10 * time.Second,
-		ProtectedRoot:     "/strom",
+		MaxPacketSize:        0xfffff,
+		MaxClientConnections: 60,
+		MinSessionTimeout:    4 * time.Second,
+		MaxSessionTimeout:    40 * time.Second,
+		HandshakeTimeout:     10 * time.Second,
+		RequestTimeout:       10 * time.Second,
+		ProtectedRoot:        "/strom",
 	}
 }
 
@@ -75,6 +84,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxConnections < 0 {
 		errs = append(errs, fmt.Errorf("zkwire: MaxConnections %d must not be negative", c.MaxConnections))
+	}
+	if c.MaxClientConnections < 0 {
+		errs = append(errs, fmt.Errorf("zkwire: MaxClientConnections %d must not be negative", c.MaxClientConnections))
 	}
 	if c.ProtectedRoot == "" {
 		errs = append(errs, errors.New(`zkwire: ProtectedRoot must be a path or "-"`))
@@ -145,11 +157,15 @@ func Start(node *raftmeta.Node, ln net.Listener, cfg Config) (*Server, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
+	lg = lg.With("component", "zkwire", "addr", ln.Addr().String())
 	s := &Server{
-		cfg:     cfg,
-		node:    node,
-		lg:      lg.With("component", "zkwire", "addr", ln.Addr().String()),
-		ln:      ln,
+		cfg:  cfg,
+		node: node,
+		lg:   lg,
+		ln: netlimit.Wrap(ln, netlimit.Limits{
+			Total: cfg.MaxConnections, PerIP: cfg.MaxClientConnections,
+			TotalKey: "zookeeper.maxCnxns", PerIPKey: "zookeeper.maxClientCnxns",
+		}, lg),
 		done:    make(chan struct{}),
 		started: time.Now(),
 	}
@@ -232,7 +248,7 @@ func (s *Server) acceptLoop() {
 		delay = 0
 		c := &conn{s: s, nc: nc}
 		s.mu.Lock()
-		if s.mu.closed || (s.cfg.MaxConnections > 0 && len(s.mu.conns) >= s.cfg.MaxConnections) {
+		if s.mu.closed {
 			s.mu.Unlock()
 			_ = nc.Close()
 			continue
