@@ -57,13 +57,25 @@ var (
 	CodeDeletionDisabled    = Code{57, "DELETION_DISABLED_EXCEPTION", connect.CodeFailedPrecondition, false}
 	CodeKvStorage           = Code{11, "KV_STORAGE_EXCEPTION", connect.CodeInternal, false}
 	CodeFencedLeaderEpoch   = Code{24, "FENCED_LEADER_EPOCH_EXCEPTION", connect.CodeFailedPrecondition, true}
+	CodeTooManyScanners     = Code{69, "TOO_MANY_SCANNERS", connect.CodeResourceExhausted, false}
 	// Strom's own codes start at 1000.
-	CodeNotReady = Code{1000, "NODE_NOT_READY", connect.CodeUnavailable, true}
+	CodeNotReady      = Code{1000, "NODE_NOT_READY", connect.CodeUnavailable, true}
+	CodeLimitExceeded = Code{1001, "LIMIT_EXCEEDED", connect.CodeResourceExhausted, false}
 )
 
 // ErrNotReady: the node is starting (catching up with the metadata) or
 // stopping, and serves no API call. Retriable.
 var ErrNotReady = errors.New("rpc: node is not ready (starting or stopping); retry")
+
+// ErrLimitExceeded: a request goes over a limit of the node's
+// configuration; the error names the limit and the key that raises it.
+var ErrLimitExceeded = errors.New("rpc: limit exceeded")
+
+// ErrTooManyScanners: the bucket or the node has as many ScanKv scanners
+// open as kv.scanner.max-per-bucket or kv.scanner.max-per-server allows
+// (Fluss's TOO_MANY_SCANNERS). Scanners close at their end, on close, or
+// after kv.scanner.ttl unused.
+var ErrTooManyScanners = errors.New("rpc: too many scanners")
 
 // sentinels maps each domain sentinel to its code; the first match wins.
 var sentinels = []struct {
@@ -80,6 +92,8 @@ var sentinels = []struct {
 	{coordinator.ErrNotCoordinator, CodeNotCoordinator},
 	{coordinator.ErrNotEnoughServers, CodeInvalidReplication},
 	{ErrNotReady, CodeNotReady},
+	{ErrLimitExceeded, CodeLimitExceeded},
+	{ErrTooManyScanners, CodeTooManyScanners},
 	{raftmeta.ErrNotLeader, CodeNotCoordinator},
 	{record.ErrCorruptBatch, CodeCorruptMessage},
 	{replica.ErrNotLeader, CodeNotLeader},

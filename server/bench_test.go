@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"strom/record"
+	"strom/rpc"
 	stromv1 "strom/rpc/gen/strom/v1"
 )
 
@@ -98,4 +100,38 @@ func BenchmarkFetchPath(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkReadBody measures the fast path's read of a ProduceLog body
+// from a connection that delivers it in 64 KiB reads.
+func BenchmarkReadBody(b *testing.B) {
+	for _, n := range []int{64 << 10, 1<<20 + 100, 4 << 20} {
+		data := make([]byte, n)
+		b.Run(fmt.Sprintf("%dKiB", n>>10), func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(n))
+			for i := 0; i < b.N; i++ {
+				buf, err := readBody(&chunkReader{data: data, chunk: 64 << 10}, n)
+				if err != nil {
+					b.Fatal(err)
+				}
+				rpc.PutBuffer(buf)
+			}
+		})
+	}
+}
+
+// chunkReader returns data at most chunk bytes a read, as a socket does.
+type chunkReader struct {
+	data  []byte
+	chunk int
+}
+
+func (r *chunkReader) Read(p []byte) (int, error) {
+	if len(r.data) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), r.chunk)], r.data)
+	r.data = r.data[n:]
+	return n, nil
 }

@@ -77,6 +77,57 @@ type Config struct {
 	LogFormat string
 	// LogLevel is debug, info, warn or error (log.level, --log-level).
 	LogLevel string
+
+	// Limits: what one client or request may take of the node. Each refusal
+	// names its key (server/DESIGN.md, "Limits").
+
+	// MaxConnections is the most API connections open at once
+	// (max.connections, Kafka's name); one more is closed as it is accepted.
+	MaxConnections int
+	// MaxConnectionsPerIP is the most API connections open at once from one
+	// client IP (max.connections.per.ip, Kafka's name).
+	MaxConnectionsPerIP int
+	// IdleTimeout closes an API connection with no request in flight for
+	// this long (netty.connection.max-idle-time, Fluss's name; Kafka's
+	// connections.max.idle.ms; default 10 minutes).
+	IdleTimeout time.Duration
+	// ReadTimeout is the longest a client may take to send a request's
+	// headers, and the longest a request body may go without a byte arriving
+	// (api.read-timeout). A body that keeps arriving, however slowly, is
+	// read to its end; a long-poll fetch waits as long as it asks.
+	ReadTimeout time.Duration
+	// MaxConcurrentStreams is the most requests in flight on one HTTP/2
+	// connection (api.http2.max-concurrent-streams; HTTP/2's
+	// SETTINGS_MAX_CONCURRENT_STREAMS, Go's default 250).
+	MaxConcurrentStreams int
+	// MaxRequestBytes is the largest request body, in bytes
+	// (netty.server.max-request-size, Fluss's name; Kafka's
+	// socket.request.max.bytes; default 100 MiB).
+	MaxRequestBytes int64
+	// FetchMaxBytes bounds a FetchLog response and each of its buckets, in
+	// bytes, whatever the request asks (fetch.max.bytes, Kafka's broker key;
+	// default 55 MiB). As in Kafka, a bucket's first batch is returned even
+	// when larger, so a consumer always progresses.
+	FetchMaxBytes int64
+	// ScannerMaxPerBucket and ScannerMaxPerServer bound the ScanKv scanners
+	// open at once on one bucket and on this node (kv.scanner.max-per-bucket,
+	// kv.scanner.max-per-server: Fluss's names and defaults, 8 and 200).
+	ScannerMaxPerBucket, ScannerMaxPerServer int
+	// ScannerMaxBatchBytes caps the bytes of one ScanKv response, whatever
+	// batch_size_bytes asks (kv.scanner.max-batch-size, Fluss's; 10 MiB).
+	ScannerMaxBatchBytes int64
+	// ZooKeeperMaxPacket is the largest packet the ZooKeeper shim accepts,
+	// in bytes (zookeeper.jute.maxbuffer; ZooKeeper's jute.maxbuffer,
+	// 0xfffff). A longer one closes the connection, as in ZooKeeper; it also
+	// bounds a znode's data.
+	ZooKeeperMaxPacket int
+	// ZooKeeperMaxClientCnxns is the most ZooKeeper connections from one
+	// client IP (zookeeper.maxClientCnxns; ZooKeeper's maxClientCnxns, 60).
+	ZooKeeperMaxClientCnxns int
+	// ZooKeeperMaxCnxns is the most ZooKeeper connections in all
+	// (zookeeper.maxCnxns; ZooKeeper's maxCnxns, whose default 0 is no
+	// limit; Strom's is 1024).
+	ZooKeeperMaxCnxns int
 }
 
 // DefaultConfig is a complete single-node cluster in ./strom-data.
@@ -98,6 +149,20 @@ func DefaultConfig() Config {
 		// Idempotent writers' state (Fluss's keys and defaults).
 		WriterIDExpirationTime:          7 * 24 * time.Hour,
 		WriterIDExpirationCheckInterval: 10 * time.Minute,
+
+		MaxConnections:          8192,
+		MaxConnectionsPerIP:     2048,
+		IdleTimeout:             10 * time.Minute,
+		ReadTimeout:             30 * time.Second,
+		MaxConcurrentStreams:    250,
+		MaxRequestBytes:         100 << 20,
+		FetchMaxBytes:           55 << 20,
+		ScannerMaxPerBucket:     8,
+		ScannerMaxPerServer:     200,
+		ScannerMaxBatchBytes:    10 << 20,
+		ZooKeeperMaxPacket:      0xfffff,
+		ZooKeeperMaxClientCnxns: 60,
+		ZooKeeperMaxCnxns:       1024,
 	}
 }
 
@@ -222,7 +287,48 @@ func Keys() []Key {
 			func(c *Config) *string { return &c.LogFormat }),
 		stringKey("log.level", "log-level", "log level: debug, info, warn or error",
 			func(c *Config) *string { return &c.LogLevel }),
+
+		// Limits.
+		intKey("max.connections", "", "most API connections open at once",
+			func(c *Config) *int { return &c.MaxConnections }),
+		intKey("max.connections.per.ip", "", "most API connections open at once from one client IP",
+			func(c *Config) *int { return &c.MaxConnectionsPerIP }),
+		durationKey("netty.connection.max-idle-time", "", "close an API connection idle this long",
+			func(c *Config) *time.Duration { return &c.IdleTimeout }),
+		durationKey("api.read-timeout", "", "longest wait for a request's headers, or for the next byte of its body",
+			func(c *Config) *time.Duration { return &c.ReadTimeout }),
+		intKey("api.http2.max-concurrent-streams", "", "most requests in flight on one HTTP/2 connection",
+			func(c *Config) *int { return &c.MaxConcurrentStreams }),
+		sizeKey("netty.server.max-request-size", "largest request body (e.g. 100mb)",
+			func(c *Config) *int64 { return &c.MaxRequestBytes }),
+		sizeKey("fetch.max.bytes", "most bytes of a FetchLog response and of each of its buckets (e.g. 55mb)",
+			func(c *Config) *int64 { return &c.FetchMaxBytes }),
+		intKey("kv.scanner.max-per-bucket", "", "most ScanKv scanners open at once on one bucket",
+			func(c *Config) *int { return &c.ScannerMaxPerBucket }),
+		intKey("kv.scanner.max-per-server", "", "most ScanKv scanners open at once on the node",
+			func(c *Config) *int { return &c.ScannerMaxPerServer }),
+		sizeKey("kv.scanner.max-batch-size", "most bytes of one ScanKv response (e.g. 10mb)",
+			func(c *Config) *int64 { return &c.ScannerMaxBatchBytes }),
+		intKey("zookeeper.jute.maxbuffer", "", "largest ZooKeeper packet, in bytes (ZooKeeper's jute.maxbuffer)",
+			func(c *Config) *int { return &c.ZooKeeperMaxPacket }),
+		intKey("zookeeper.maxClientCnxns", "", "most ZooKeeper connections from one client IP (0: no limit)",
+			func(c *Config) *int { return &c.ZooKeeperMaxClientCnxns }),
+		intKey("zookeeper.maxCnxns", "", "most ZooKeeper connections in all (0: no limit)",
+			func(c *Config) *int { return &c.ZooKeeperMaxCnxns }),
 	}
+}
+
+func sizeKey(name, usage string, field func(*Config) *int64) Key {
+	return Key{Name: name, Usage: usage,
+		set: func(c *Config, v string) error {
+			n, err := record.ParseMemorySize(strings.TrimSpace(v))
+			if err != nil {
+				return fmt.Errorf("want a size like 10mb or 1gb, got %q", v)
+			}
+			*field(c) = n
+			return nil
+		},
+		get: func(c *Config) string { return strconv.FormatInt(*field(c), 10) }}
 }
 
 func keyByName(name string) (Key, bool) {
@@ -340,6 +446,40 @@ func (c Config) Validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		bad("log.level", "want debug, info, warn or error, got %q", c.LogLevel)
+	}
+
+	// Limits.
+	const below2GiB = 1<<31 - 1
+	for _, l := range []struct {
+		key            string
+		v, least, most int64 // most: 0 for none
+	}{
+		{"max.connections", int64(c.MaxConnections), 1, 0},
+		{"max.connections.per.ip", int64(c.MaxConnectionsPerIP), 1, 0},
+		{"api.http2.max-concurrent-streams", int64(c.MaxConcurrentStreams), 1, 0},
+		{"netty.server.max-request-size", c.MaxRequestBytes, 1 << 10, below2GiB},
+		{"fetch.max.bytes", c.FetchMaxBytes, 1 << 10, below2GiB},
+		{"kv.scanner.max-per-bucket", int64(c.ScannerMaxPerBucket), 1, 0},
+		{"kv.scanner.max-per-server", int64(c.ScannerMaxPerServer), 1, 0},
+		{"kv.scanner.max-batch-size", c.ScannerMaxBatchBytes, 1 << 10, below2GiB},
+		{"zookeeper.jute.maxbuffer", int64(c.ZooKeeperMaxPacket), 1 << 10, below2GiB},
+		{"zookeeper.maxClientCnxns", int64(c.ZooKeeperMaxClientCnxns), 0, 0},
+		{"zookeeper.maxCnxns", int64(c.ZooKeeperMaxCnxns), 0, 0},
+	} {
+		switch {
+		case l.v < l.least:
+			bad(l.key, "must be at least %d, got %d", l.least, l.v)
+		case l.most > 0 && l.v > l.most:
+			bad(l.key, "must be at most %d, got %d", l.most, l.v)
+		}
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"netty.connection.max-idle-time", c.IdleTimeout}, {"api.read-timeout", c.ReadTimeout}} {
+		if d.v < time.Millisecond {
+			bad(d.key, "must be at least 1ms, got %s", d.v)
+		}
 	}
 	return errors.Join(problems...)
 }

@@ -41,7 +41,8 @@ func newProduceFastPath(h *tabletHandler, ready func() bool, fallback http.Handl
 
 // takes reports whether r is a call the fast path serves, and the length
 // of its body: its Content-Length, or for a body sent in chunks the length
-// the Go client gives in bodyLengthHeader.
+// the Go client gives in bodyLengthHeader. limitRequests has refused a
+// length over netty.server.max-request-size.
 func (p *produceFastPath) takes(r *http.Request) (int, bool) {
 	if r.Method != http.MethodPost ||
 		r.Header.Get("Content-Type") != "application/proto" ||
@@ -49,14 +50,8 @@ func (p *produceFastPath) takes(r *http.Request) (int, bool) {
 		(r.Header.Get("Connect-Protocol-Version") != "" && r.Header.Get("Connect-Protocol-Version") != "1") {
 		return 0, false
 	}
-	n := r.ContentLength
-	if n < 0 {
-		var err error
-		if n, err = strconv.ParseInt(r.Header.Get(bodyLengthHeader), 10, 64); err != nil {
-			return 0, false
-		}
-	}
-	return int(n), n >= 0 && n <= maxRequestBytes
+	n := declaredLength(r)
+	return int(n), n >= 0
 }
 
 func (p *produceFastPath) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -129,28 +124,35 @@ func (p *produceFastPath) serve(r *http.Request, n int) (*stromv1.ProduceLogResp
 	return resp, err
 }
 
-// upfrontBodyBytes is the most readBody allocates before the bytes arrive.
-const upfrontBodyBytes = 2 << 20
+// minBodyGrant is the smallest step in which readBody takes memory: the
+// smallest buffer rpc.GetBuffer pools.
+const minBodyGrant = 64 << 10
 
-// readBody reads a body of n bytes into a buffer from rpc.GetBuffer. Up to
-// upfrontBodyBytes it takes the buffer at once; beyond, it takes memory as
-// the bytes arrive, in steps that at most double, so that a request that
-// claims a large body and sends little holds little.
+// readBody reads a body of n bytes into a buffer from rpc.GetBuffer,
+// taking memory as the bytes arrive: it starts with n>>k bytes, the
+// smallest such (k even) of at least minBodyGrant (so under 256 KiB, or
+// n when smaller), and each time the buffer fills it moves to one four times
+// larger, up to n. A request that claims a large body and sends little
+// holds about four times what it sent at most, and the moves copy about a
+// third of a body in all.
 func readBody(r io.Reader, n int) ([]byte, error) {
-	size := min(n, upfrontBodyBytes)
-	buf, got := rpc.GetBuffer(size), 0
+	shift := 0
+	for n>>(shift+2) >= minBodyGrant {
+		shift += 2
+	}
+	buf, got := rpc.GetBuffer(n>>shift), 0
 	for {
-		k, err := io.ReadFull(r, buf[got:size])
+		k, err := io.ReadFull(r, buf[got:])
 		got += k
 		if err != nil {
 			rpc.PutBuffer(buf)
 			return nil, err
 		}
-		if size == n {
+		if shift == 0 {
 			return buf, nil
 		}
-		size = min(2*size, n)
-		bigger := rpc.GetBuffer(size)
+		shift -= 2
+		bigger := rpc.GetBuffer(n >> shift)
 		copy(bigger, buf[:got])
 		rpc.PutBuffer(buf)
 		buf = bigger

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -329,15 +330,15 @@ func TestProduceFastPathLargeBody(t *testing.T) {
 		rows[i] = record.Row{int64(i), fmt.Sprintf("%x-%x", uint64(i)*0x9e3779b97f4a7c15, uint64(i)*0xc2b2ae3d27d4eb4f)}
 	}
 	big := buildBatch(t, schemaOf(t, ddl), info.SchemaId, rows...)
-	if len(big) <= upfrontBodyBytes {
-		t.Fatalf("batch of %d bytes: want more than %d", len(big), upfrontBodyBytes)
+	if len(big) <= 16*minBodyGrant {
+		t.Fatalf("batch of %d bytes: want more than %d", len(big), 16*minBodyGrant)
 	}
 	resp, err := tabletClient(s).ProduceLog(context.Background(), connect.NewRequest(&stromv1.ProduceLogRequest{Database: "demo", Table: "big",
 		Buckets: []*stromv1.ProduceBucket{{Bucket: 0, Records: big}}}))
 	if err != nil || resp.Msg.Buckets[0].Error != nil || resp.Msg.Buckets[0].NextOffset != int64(len(rows)) {
 		t.Fatalf("%v %v", resp, err)
 	}
-	for _, n := range []int{1, upfrontBodyBytes, upfrontBodyBytes + 1, 5*upfrontBodyBytes + 3} {
+	for _, n := range []int{1, minBodyGrant, 4*minBodyGrant - 1, 4 * minBodyGrant, 64*minBodyGrant + 3} {
 		data := make([]byte, n)
 		for i := range data {
 			data[i] = byte(i * 7)
@@ -350,4 +351,38 @@ func TestProduceFastPathLargeBody(t *testing.T) {
 			t.Fatalf("readBody of %d bytes from %d: no error", n, n-1)
 		}
 	}
+}
+
+// readBody takes memory as the body arrives, not as its header claims: at
+// every read it holds at most four times what has arrived (plus its first
+// grant, under 256 KiB).
+func TestReadBodyTakesMemoryAsBytesArrive(t *testing.T) {
+	const n = 100 << 20 // claimed
+	r := &heldReader{sent: 3<<20 + 5}
+	if _, err := readBody(r, n); err == nil {
+		t.Fatal("short body read without error")
+	}
+	if r.worst > 0 {
+		t.Fatalf("readBody held %d bytes with %d arrived; want at most 4×arrived + %d", r.worst, r.worstAt, 4*minBodyGrant)
+	}
+}
+
+// heldReader sends sent bytes then fails, and records the worst ratio of
+// memory held (the bytes received plus the room offered for the next read)
+// to bytes received.
+type heldReader struct {
+	sent, got      int
+	worst, worstAt int
+}
+
+func (r *heldReader) Read(p []byte) (int, error) {
+	if held := r.got + len(p); held > 4*r.got+4*minBodyGrant && held > r.worst {
+		r.worst, r.worstAt = held, r.got
+	}
+	if r.got == r.sent {
+		return 0, io.ErrUnexpectedEOF
+	}
+	k := min(len(p), r.sent-r.got, 64<<10)
+	r.got += k
+	return k, nil
 }

@@ -25,6 +25,7 @@ import (
 	"connectrpc.com/grpcreflect"
 	"github.com/cockroachdb/pebble/v2"
 
+	"strom/internal/netlimit"
 	"strom/raftmeta"
 	"strom/raftmeta/catalog"
 	"strom/raftmeta/zkwire"
@@ -37,9 +38,6 @@ import (
 
 // kvCacheBytes is the size of the block cache the node's KV tablets share.
 const kvCacheBytes = 64 << 20
-
-// maxRequestBytes bounds one request's size.
-const maxRequestBytes = 256 << 20
 
 // Version is the Strom version a node reports.
 var Version = "0.1.0-dev"
@@ -124,10 +122,14 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 	}
 	s.id = id
 
-	s.apiLn, err = net.Listen("tcp", cfg.Listen)
+	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("api.listen (--listen): %w", err)
 	}
+	s.apiLn = netlimit.Wrap(ln, netlimit.Limits{
+		Total: cfg.MaxConnections, PerIP: cfg.MaxConnectionsPerIP,
+		TotalKey: "max.connections", PerIPKey: "max.connections.per.ip",
+	}, s.lg.With("listener", "api"))
 	s.apiAddr = advertised(s.apiLn.Addr().String(), cfg.Advertise)
 
 	mcfg := raftmeta.DefaultConfig()
@@ -174,11 +176,16 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 		Logger:                   s.lg,
 	}, s.meta)
 
-	s.http = &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second}
+	s.http = &http.Server{
+		Handler:           limitRequests(s.handler(), cfg.MaxRequestBytes, cfg.ReadTimeout),
+		ReadHeaderTimeout: cfg.ReadTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+	}
 	s.http.Protocols = new(http.Protocols)
 	s.http.Protocols.SetHTTP1(true)
 	s.http.Protocols.SetUnencryptedHTTP2(true)
 	s.http.HTTP2 = HTTP2Config()
+	s.http.HTTP2.MaxConcurrentStreams = cfg.MaxConcurrentStreams
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -190,6 +197,9 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 	if cfg.ZooKeeperListen != "" {
 		zc := zkwire.DefaultConfig()
 		zc.Listen = cfg.ZooKeeperListen
+		zc.MaxPacketSize = cfg.ZooKeeperMaxPacket
+		zc.MaxClientConnections = cfg.ZooKeeperMaxClientCnxns
+		zc.MaxConnections = cfg.ZooKeeperMaxCnxns
 		zc.Logger = s.lg
 		if s.zk, err = zkwire.Listen(s.meta, zc); err != nil {
 			return fmt.Errorf("zookeeper.listen (--zookeeper-listen): %w", err)
@@ -394,8 +404,9 @@ func (s *Server) connectOptions() []connect.HandlerOption {
 	return []connect.HandlerOption{
 		// The error interceptor is outermost so it maps ErrNotReady too.
 		connect.WithInterceptors(rpc.ErrorInterceptor(), rpc.ReadyInterceptor(s.ready.Load)),
-		// A request larger than this is refused before it is read.
-		connect.WithReadMaxBytes(maxRequestBytes),
+		// A message larger than this is refused before it is read (a body
+		// of declared length is refused earlier, by limitRequests).
+		connect.WithReadMaxBytes(int(s.cfg.MaxRequestBytes)),
 		// No gzip: data travels as Arrow batches already compressed per
 		// buffer (LZ4 or ZSTD); compressing them again only burns CPU.
 		connect.WithCompression("gzip", nil, nil),
