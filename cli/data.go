@@ -242,12 +242,21 @@ func newConsumeCmd(g *globals) *cobra.Command {
 		limit   int
 		follow  bool
 		buckets []int
+		skipBad bool
 	)
 	cmd := &cobra.Command{
 		Use:   "consume DB.TABLE",
 		Short: "Read rows of a log table (or a primary-key table's changelog)",
+		Long: `Read rows of a log table (or a primary-key table's changelog).
+
+A batch that cannot be read (damaged on the node's disk, or not decodable)
+stops consume with an error naming the bucket and its offsets. --skip-bad
+goes past such batches instead: DATA LOSS. Their records are not printed;
+each skip is reported on stderr with the bucket, the offsets and the number
+of records lost.`,
 		Example: `  strom consume demo.clicks --from earliest
-  strom consume demo.clicks --columns user_id,url --output json --follow`,
+  strom consume demo.clicks --columns user_id,url --output json --follow
+  strom consume demo.clicks --skip-bad 2>skipped.txt`,
 		Args:        exactArgs(1, "DB.TABLE"),
 		Annotations: map[string]string{outputsAnnotation: "table,json,csv"},
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -271,7 +280,11 @@ func newConsumeCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				sc, err := t.NewLogScanner(client.Columns(columns...))
+				opts := []client.ScanOption{client.Columns(columns...)}
+				if skipBad {
+					opts = append(opts, client.SkipCorrupt())
+				}
+				sc, err := t.NewLogScanner(opts...)
 				if err != nil {
 					return err
 				}
@@ -304,6 +317,12 @@ func newConsumeCmd(g *globals) *cobra.Command {
 					}
 					recs := fs.Records()
 					fs.Release()
+					for _, f := range fs {
+						for _, e := range f.Skipped {
+							fmt.Fprintf(cmd.ErrOrStderr(), "strom: skipped bucket %d offsets %d to %d: %d records lost: %v\n",
+								e.Bucket, e.Offset, e.NextOffset-1, e.NextOffset-e.Offset, e.Err)
+						}
+					}
 					for _, r := range recs {
 						if limit > 0 && printed == limit {
 							return out.flush()
@@ -314,6 +333,10 @@ func newConsumeCmd(g *globals) *cobra.Command {
 						printed++
 					}
 					if err := fs.Errors(); err != nil {
+						var ce *client.CorruptBatchError
+						if errors.As(err, &ce) {
+							return fmt.Errorf("%w (--skip-bad goes past it, losing those records)", err)
+						}
 						return err
 					}
 					if limit > 0 && printed == limit {
@@ -332,6 +355,7 @@ func newConsumeCmd(g *globals) *cobra.Command {
 	f.IntVar(&limit, "limit", 0, "stop after this many rows (0: no limit)")
 	f.BoolVar(&follow, "follow", false, "keep reading new rows until interrupted")
 	f.IntSliceVar(&buckets, "bucket", nil, "read only these buckets (default: all)")
+	f.BoolVar(&skipBad, "skip-bad", false, "skip batches that cannot be read, reporting each on stderr: DATA LOSS")
 	return cmd
 }
 

@@ -22,8 +22,14 @@ import (
 // startNode runs a real single-node server in-process.
 func startNode(t *testing.T) *client.Client {
 	t.Helper()
+	return startNodeIn(t, t.TempDir())
+}
+
+// startNodeIn is startNode with its data in dir.
+func startNodeIn(t *testing.T, dir string) *client.Client {
+	t.Helper()
 	cfg := server.DefaultConfig()
-	cfg.DataDir = t.TempDir()
+	cfg.DataDir = dir
 	cfg.Listen = "127.0.0.1:0"
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -40,6 +40,7 @@ type scanConfig struct {
 	maxBytes       int32
 	bucketMaxBytes int32
 	maxWait        time.Duration
+	skipCorrupt    bool
 }
 
 // ScanOption configures a LogScanner.
@@ -58,6 +59,37 @@ func FetchMaxBytes(total, perBucket int32) ScanOption {
 // MaxWait sets how long Poll waits on the server for new data (default 500ms).
 func MaxWait(d time.Duration) ScanOption { return func(c *scanConfig) { c.maxWait = d } }
 
+// SkipCorrupt makes the scanner go past a batch it cannot read (a
+// *CorruptBatchError) instead of stopping the bucket at it: DATA LOSS. The
+// batch's records are not returned, and never will be by this scanner; each
+// skip is reported in BucketFetch.Skipped with the offsets lost, so that the
+// caller can log it. Without it, such a batch stops its bucket (see
+// CorruptBatchError).
+func SkipCorrupt() ScanOption { return func(c *scanConfig) { c.skipCorrupt = true } }
+
+// CorruptBatchError says that a bucket holds a batch that cannot be read:
+// damaged where it is stored (the node answers CORRUPT_RECORD_EXCEPTION),
+// or not decodable here. Retrying gets the same answer, so the scanner stops
+// fetching the bucket: each Poll reports this error for it again, without
+// asking the node, until Subscribe moves the bucket elsewhere (at NextOffset
+// to go past the batch, losing the records in [Offset, NextOffset)). With
+// SkipCorrupt the scanner moves past it itself.
+type CorruptBatchError struct {
+	Bucket int32
+	// Offset is the first offset that cannot be read, NextOffset the one
+	// after the batch, where reading may go on.
+	Offset, NextOffset int64
+	// Err is the node's error (an *Error) or the local decoding's.
+	Err error
+}
+
+func (e *CorruptBatchError) Error() string {
+	return fmt.Sprintf("client: bucket %d: offsets %d to %d cannot be read (skipping them loses %d records): %v",
+		e.Bucket, e.Offset, e.NextOffset-1, e.NextOffset-e.Offset, e.Err)
+}
+
+func (e *CorruptBatchError) Unwrap() error { return e.Err }
+
 // LogScanner reads a log table (or a primary-key table's changelog) from
 // the buckets it is subscribed to. It is not safe for concurrent Polls.
 type LogScanner struct {
@@ -67,7 +99,8 @@ type LogScanner struct {
 
 	mu struct {
 		sync.Mutex
-		offsets map[int32]int64 // next offset per subscribed bucket
+		offsets map[int32]int64              // next offset per subscribed bucket
+		stopped map[int32]*CorruptBatchError // buckets stopped at a batch they cannot read
 	}
 }
 
@@ -95,6 +128,7 @@ func (t *Table) NewLogScanner(opts ...ScanOption) (*LogScanner, error) {
 		s.schema = t.schema.Project(cols)
 	}
 	s.mu.offsets = map[int32]int64{}
+	s.mu.stopped = map[int32]*CorruptBatchError{}
 	return s, nil
 }
 
@@ -103,7 +137,8 @@ func (t *Table) NewLogScanner(opts ...ScanOption) (*LogScanner, error) {
 func (s *LogScanner) Schema() record.Schema { return s.schema }
 
 // Subscribe starts reading bucket from start, resolving Earliest, Latest
-// and timestamps to an offset now.
+// and timestamps to an offset now. A bucket stopped at a batch it cannot
+// read (CorruptBatchError) reads again from start.
 func (s *LogScanner) Subscribe(ctx context.Context, bucket int32, start StartOffset) error {
 	if bucket < 0 || bucket >= s.t.Buckets() {
 		return fmt.Errorf("client: bucket %d does not exist: %s.%s has buckets 0..%d", bucket, s.t.info.Database, s.t.info.Table, s.t.Buckets()-1)
@@ -126,6 +161,7 @@ func (s *LogScanner) Subscribe(ctx context.Context, bucket int32, start StartOff
 	}
 	s.mu.Lock()
 	s.mu.offsets[bucket] = off
+	delete(s.mu.stopped, bucket)
 	s.mu.Unlock()
 	return nil
 }
@@ -167,8 +203,12 @@ type BucketFetch struct {
 	HighWatermark int64
 	// Bytes is the size of the batches as received.
 	Bytes int
-	// Err is this bucket's error; the scanner keeps its position.
+	// Err is this bucket's error; the scanner keeps its position. A
+	// *CorruptBatchError stops the bucket (see there).
 	Err error
+	// Skipped lists the batches that could not be read and were skipped
+	// (SkipCorrupt): their records are lost.
+	Skipped []*CorruptBatchError
 }
 
 // Fetches is the result of one Poll.
@@ -215,11 +255,27 @@ func (fs Fetches) Release() {
 
 // Poll fetches from every subscribed bucket, waiting up to MaxWait for new
 // data, and advances the scanner past what it returns. An error is returned
-// only when no bucket could be asked; per-bucket errors are in the fetches.
+// only when no bucket could be asked (every bucket is stopped at a batch it
+// cannot read, say); per-bucket errors are in the fetches.
 func (s *LogScanner) Poll(ctx context.Context) (Fetches, error) {
-	pos := s.Position()
-	if len(pos) == 0 {
+	s.mu.Lock()
+	if len(s.mu.offsets) == 0 {
+		s.mu.Unlock()
 		return nil, errors.New("client: Poll before Subscribe")
+	}
+	pos := make(map[int32]int64, len(s.mu.offsets))
+	var out Fetches
+	for b, o := range s.mu.offsets {
+		if e := s.mu.stopped[b]; e != nil {
+			out = append(out, BucketFetch{Bucket: b, From: o, Err: e})
+			continue
+		}
+		pos[b] = o
+	}
+	s.mu.Unlock()
+	if len(pos) == 0 {
+		sort.Slice(out, func(i, j int) bool { return out[i].Bucket < out[j].Bucket })
+		return out, fmt.Errorf("client: every subscribed bucket is stopped at a batch it cannot read: %w", out.Errors())
 	}
 	req := &stromv1.FetchLogRequest{
 		Database: s.t.info.Database, Table: s.t.info.Table, Columns: s.cfg.columns,
@@ -237,38 +293,80 @@ func (s *LogScanner) Poll(ctx context.Context) (Fetches, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out Fetches
 	for _, r := range resp.Buckets {
-		f := BucketFetch{Bucket: r.Bucket, From: pos[r.Bucket], HighWatermark: r.HighWatermark, Bytes: len(r.Records)}
-		if r.Error != nil {
-			f.Err = detailError(r.Error)
-			out = append(out, f)
-			continue
-		}
-		next := pos[r.Bucket]
-		for data := r.Records; len(data) > 0; {
-			var b record.Batch
-			b, data, err = record.NextBatch(data)
-			if err == nil {
-				err = b.Validate()
-			}
-			var dec *record.ArrowBatch
-			if err == nil {
-				dec, err = record.DecodeArrowBatch(b, s.schema, memory.DefaultAllocator)
-			}
-			if err != nil {
-				f.Err = fmt.Errorf("client: batch at offset %d: %w", next, err)
-				break
-			}
-			f.Batches = append(f.Batches, dec)
-			f.Offsets = append(f.Offsets, b.BaseOffset())
-			f.Timestamps = append(f.Timestamps, time.UnixMilli(b.CommitTimestamp()))
-			next = b.NextOffset()
-		}
+		f, next := s.decode(r, pos[r.Bucket])
 		s.mu.Lock()
-		s.mu.offsets[r.Bucket] = next
+		if _, ok := s.mu.offsets[r.Bucket]; ok {
+			s.mu.offsets[r.Bucket] = next
+			var ce *CorruptBatchError
+			if errors.As(f.Err, &ce) {
+				s.mu.stopped[r.Bucket] = ce
+			}
+		}
 		s.mu.Unlock()
 		out = append(out, f)
 	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Bucket < out[j].Bucket })
 	return out, nil
+}
+
+// decode turns one bucket's result, fetched from offset from, into its
+// BucketFetch and the bucket's next offset. A batch that cannot be read is
+// skipped (SkipCorrupt) or ends the fetch with a *CorruptBatchError.
+func (s *LogScanner) decode(r *stromv1.FetchBucketResult, from int64) (BucketFetch, int64) {
+	f := BucketFetch{Bucket: r.Bucket, From: from, HighWatermark: r.HighWatermark, Bytes: len(r.Records)}
+	// bad handles a batch that cannot be read; it reports whether to go on.
+	bad := func(e *CorruptBatchError) bool {
+		if !s.cfg.skipCorrupt {
+			f.Err = e
+			return false
+		}
+		f.Skipped = append(f.Skipped, e)
+		return true
+	}
+	if e := r.Error; e != nil {
+		err := detailError(e)
+		if e.Name != "CORRUPT_RECORD_EXCEPTION" || r.NextOffset <= from {
+			f.Err = err
+			return f, from
+		}
+		if bad(&CorruptBatchError{Bucket: r.Bucket, Offset: from, NextOffset: r.NextOffset, Err: err}) {
+			return f, r.NextOffset
+		}
+		return f, from
+	}
+	next := from
+	for data := r.Records; len(data) > 0; {
+		b, rest, err := record.NextBatch(data)
+		if err != nil {
+			// No frame: the rest of the answer cannot be told apart.
+			if r.NextOffset <= next {
+				f.Err = fmt.Errorf("client: batch at offset %d: %w", next, err)
+				return f, next
+			}
+			if bad(&CorruptBatchError{Bucket: r.Bucket, Offset: next, NextOffset: r.NextOffset, Err: err}) {
+				return f, r.NextOffset
+			}
+			return f, next
+		}
+		data = rest
+		err = b.Validate()
+		var dec *record.ArrowBatch
+		if err == nil {
+			dec, err = record.DecodeArrowBatch(b, s.schema, memory.DefaultAllocator)
+		}
+		if err != nil {
+			e := &CorruptBatchError{Bucket: r.Bucket, Offset: max(next, b.BaseOffset()), NextOffset: b.NextOffset(), Err: err}
+			if !bad(e) {
+				return f, next
+			}
+			next = b.NextOffset()
+			continue
+		}
+		f.Batches = append(f.Batches, dec)
+		f.Offsets = append(f.Offsets, b.BaseOffset())
+		f.Timestamps = append(f.Timestamps, time.UnixMilli(b.CommitTimestamp()))
+		next = b.NextOffset()
+	}
+	return f, next
 }

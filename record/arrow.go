@@ -370,53 +370,37 @@ type ArrowBatch struct {
 
 // DecodeArrowBatch decodes an ARROW log batch whose columns are those of s:
 // the table's schema for a full batch, or s.Project(cols) for one that
-// ProjectBatch pruned. It checks the batch's frame (not its CRC: call
-// b.Validate for bytes from outside), the change types, and the Arrow message
-// against s, including that NOT NULL columns hold no NULL; it decompresses
-// the Arrow buffers into mem (nil: the default allocator). Errors about the
-// bytes wrap ErrCorruptBatch; an invalid s is a plain error.
+// ProjectBatch pruned. It runs CheckArrowBatch's checks (not the CRC: call
+// b.Validate for bytes from outside), then decompresses the Arrow buffers
+// into mem (nil: the default allocator) and validates every column fully.
+// Errors about the bytes wrap ErrCorruptBatch; an invalid s is a plain
+// error.
 func DecodeArrowBatch(b Batch, s Schema, mem memory.Allocator) (*ArrowBatch, error) {
 	as, err := ArrowSchema(s)
 	if err != nil {
 		return nil, err
 	}
-	if err := b.validateFrame(); err != nil {
+	changeTypes, msg, err := checkArrow(b, s)
+	if err != nil {
 		return nil, err
 	}
 	if mem == nil {
 		mem = memory.DefaultAllocator
 	}
-	n := int(b.RecordCount())
-	changeTypes, msg, err := splitArrowRecords(b, n)
-	if err != nil {
-		return nil, err
-	}
 	var rec arrow.RecordBatch
-	if n == 0 {
+	if len(msg) == 0 {
 		rb := array.NewRecordBuilder(mem, as)
 		rec = rb.NewRecordBatch()
 		rb.Release()
-	} else {
-		rec, err = arrowmsg.Decode(msg, as, mem)
-		if err != nil {
-			if errors.Is(err, arrowmsg.ErrCorrupt) {
-				return nil, fmt.Errorf("%w: %w", ErrCorruptBatch, err)
-			}
-			return nil, fmt.Errorf("record: decode Arrow batch: %w", err)
+	} else if rec, err = arrowmsg.Decode(msg, as, mem); err != nil {
+		if errors.Is(err, arrowmsg.ErrCorrupt) {
+			return nil, fmt.Errorf("%w: %w", ErrCorruptBatch, err)
 		}
-		if rows := rec.NumRows(); rows != int64(n) {
-			rec.Release()
-			return nil, arrowCorruptf("Arrow message has %d rows, the batch header says %d", rows, n)
-		}
+		return nil, fmt.Errorf("record: decode Arrow batch: %w", err)
 	}
 	ab := &ArrowBatch{schema: s, rec: rec, changeTypes: changeTypes, readers: make([]func(int) any, len(s.Columns))}
 	for i, c := range s.Columns {
-		col := rec.Column(i)
-		if nulls := col.NullN(); !c.Type.Nullable && nulls > 0 {
-			rec.Release()
-			return nil, arrowCorruptf("column %q is NOT NULL but holds %d NULLs", c.Name, nulls)
-		}
-		ab.readers[i] = newReader(col, c.Type)
+		ab.readers[i] = newReader(rec.Column(i), c.Type)
 	}
 	return ab, nil
 }
@@ -572,84 +556,94 @@ func (a *ArrowBatch) Release() {
 	}
 }
 
-// ValidateArrowBatch checks an ARROW batch from outside (a produce request)
-// against s, the schema its SchemaId names, without decompressing or
-// decoding anything: the frame and CRC (b.Validate); the change types; then,
-// from the Arrow message's metadata only: exactly one RecordBatch message,
-// as many rows as RecordCount, as many field nodes and buffers as s's
-// columns take, every column as long as the batch, no NULL in a NOT NULL
-// column (its null count is 0), and every buffer inside the body and at
-// least as long as the column's row count requires (the uncompressed length
-// a compressed buffer starts with counts). Errors wrap ErrCorruptBatch and
-// name the column when one is at fault; an invalid s is a plain error.
+// ValidateArrowBatch is CheckArrowBatch (cheap) with the CRC checked first
+// (b.Validate): for an ARROW batch from outside.
 func ValidateArrowBatch(b Batch, s Schema) error {
 	if err := b.Validate(); err != nil {
 		return err
 	}
-	return CheckArrowBatch(b, s)
+	return CheckArrowBatch(b, s, false)
 }
 
-// CheckArrowBatch is ValidateArrowBatch without the CRC: for a produce
-// handler whose batches the log validates again, CRC included, on append
-// (the CRC is the one check that reads every byte; it is done once).
-func CheckArrowBatch(b Batch, s Schema) error {
-	for _, c := range s.Columns {
-		if reason := c.Type.problem(); reason != "" {
-			return fmt.Errorf("record: validate Arrow batch: column %q: %s", c.Name, reason)
-		}
-	}
-	if err := b.validateFrame(); err != nil {
+// CheckArrowBatch checks an ARROW batch that a produce request brings
+// against s, the schema its SchemaId names, with the code the readers run
+// (ProjectBatch, DecodeArrowBatch), so that what it accepts they serve:
+//
+//   - always (cheap: the metadata and the first bytes of each buffer, no
+//     decompression): the frame; the change types; exactly one Arrow
+//     RecordBatch message that arrowmsg.Check accepts for s's columns (the
+//     check arrowmsg.Project and Decode run) with RecordCount rows; no NULL
+//     in a NOT NULL column (its null count is 0); every buffer at least as
+//     long, uncompressed, as the rows need; and each compressed buffer
+//     starting with its codec's frame magic and long enough to expand to
+//     the length it declares (Message.UncompressedSize). ProjectBatch
+//     projects what passes this.
+//   - with full: DecodeArrowBatch too, which decompresses every buffer and
+//     validates every column (Kafka's broker-side validation of compressed
+//     batches). DecodeArrowBatch decodes what passes this, the batch and
+//     every projection of it.
+//
+// The CRC is not checked: the log checks it on append (it is the one check
+// that reads every byte; it is done once). Errors wrap ErrCorruptBatch and
+// name the column when one is at fault; an invalid s is a plain error.
+func CheckArrowBatch(b Batch, s Schema, full bool) error {
+	if !full {
+		_, _, err := checkArrow(b, s)
 		return err
 	}
-	n := int(b.RecordCount())
-	_, msg, err := splitArrowRecords(b, n)
-	if err != nil || n == 0 {
-		return err
-	}
-	m, err := arrowmsg.Parse(msg)
+	ab, err := DecodeArrowBatch(b, s, nil)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrCorruptBatch, err)
+		return err
 	}
-	if m.Length() != int64(n) {
-		return arrowCorruptf("Arrow message has %d rows, the batch header says %d", m.Length(), n)
-	}
-	nodes, buffers := m.Nodes(), m.Buffers()
-	if len(nodes) != len(s.Columns) || len(buffers) != layoutBuffers(s) {
-		return arrowCorruptf("Arrow message has %d field nodes and %d buffers; the %d columns of the schema (%s) take %d and %d",
-			len(nodes), len(buffers), len(s.Columns), strings.Join(s.ColumnNames(), ", "), len(s.Columns), layoutBuffers(s))
-	}
-	body := m.Body()
-	codec := m.Codec()
-	buf := 0
-	for i, c := range s.Columns {
-		node := nodes[i] // one node per column: every Strom type is flat
-		if node.Length != int64(n) {
-			return arrowCorruptf("column %q has %d values in a batch of %d rows", c.Name, node.Length, n)
-		}
-		if node.NullCount < 0 || node.NullCount > node.Length {
-			return arrowCorruptf("column %q has null count %d of %d values", c.Name, node.NullCount, node.Length)
-		}
-		if node.NullCount > 0 && !c.Type.Nullable {
-			return arrowCorruptf("column %q is NOT NULL but holds %d NULLs", c.Name, node.NullCount)
-		}
-		l := columnLayout(c.Type)
-		for k, need := range minBufferSizes(c.Type, n, node.NullCount) {
-			size := bufferSize(body, buffers[buf+k], codec)
-			if size < int64(need) {
-				return arrowCorruptf("column %q: buffer %d holds %d bytes, %d rows need at least %d", c.Name, k, size, n, need)
-			}
-		}
-		buf += l.Buffers
-	}
+	ab.Release()
 	return nil
 }
 
-func layoutBuffers(s Schema) int {
-	n := 0
+// checkArrow is the cheap part of CheckArrowBatch, which every reader runs
+// first; it returns the change types (nil when append-only) and the Arrow
+// message (empty for a batch of no rows).
+func checkArrow(b Batch, s Schema) (changeTypes, msg []byte, err error) {
 	for _, c := range s.Columns {
-		n += columnLayout(c.Type).Buffers
+		if reason := c.Type.problem(); reason != "" {
+			return nil, nil, fmt.Errorf("record: Arrow batch: column %q: %s", c.Name, reason)
+		}
 	}
-	return n
+	if err := b.validateFrame(); err != nil {
+		return nil, nil, err
+	}
+	n := int(b.RecordCount())
+	if changeTypes, msg, err = splitArrowRecords(b, n); err != nil || n == 0 {
+		return changeTypes, msg, err
+	}
+	m, err := arrowmsg.Check(msg, columnLayouts(s))
+	if err != nil {
+		if errors.Is(err, arrowmsg.ErrCorrupt) {
+			return nil, nil, fmt.Errorf("%w: %w; the %d columns of the schema are %s",
+				ErrCorruptBatch, err, len(s.Columns), strings.Join(s.ColumnNames(), ", "))
+		}
+		return nil, nil, fmt.Errorf("record: Arrow batch: %w", err)
+	}
+	if m.Length() != int64(n) {
+		return nil, nil, arrowCorruptf("Arrow message has %d rows, the batch header says %d", m.Length(), n)
+	}
+	buf := 0
+	for i, c := range s.Columns {
+		node := m.Nodes()[i] // one node per column: every Strom type is flat
+		if node.NullCount > 0 && !c.Type.Nullable {
+			return nil, nil, arrowCorruptf("column %q is NOT NULL but holds %d NULLs", c.Name, node.NullCount)
+		}
+		for k, need := range minBufferSizes(c.Type, n, node.NullCount) {
+			size, err := m.UncompressedSize(buf + k)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%w: column %q: %w", ErrCorruptBatch, c.Name, err)
+			}
+			if size < int64(need) {
+				return nil, nil, arrowCorruptf("column %q: buffer %d holds %d bytes, %d rows need at least %d", c.Name, k, size, n, need)
+			}
+		}
+		buf += columnLayout(c.Type).Buffers
+	}
+	return changeTypes, msg, nil
 }
 
 // minBufferSizes returns the least uncompressed size of each buffer of a
@@ -669,20 +663,6 @@ func minBufferSizes(t DataType, n int, nulls int64) []int {
 	return []int{validity, n * fixedWidth(t)}
 }
 
-// bufferSize returns the uncompressed size of a buffer, read from its
-// length prefix when the body is compressed. Parse has checked that the
-// buffer lies inside the body and that a compressed one has its prefix.
-func bufferSize(body []byte, b arrowmsg.Buffer, codec arrowmsg.Codec) int64 {
-	if codec == arrowmsg.CodecNone || b.Length < 8 {
-		return b.Length
-	}
-	n := int64(le.Uint64(body[b.Offset:]))
-	if n == -1 {
-		return b.Length - 8
-	}
-	return n
-}
-
 // ProjectBatch appends to dst a copy of the ARROW batch b (a V2 batch whose
 // columns are those of s) that holds only the columns cols, strictly
 // increasing indexes into s, and returns the extended slice and the new
@@ -694,7 +674,10 @@ func bufferSize(body []byte, b arrowmsg.Buffer, codec arrowmsg.Codec) int64 {
 // is pruned by arrowmsg.Project, which copies the chosen buffers still
 // compressed: nothing is decompressed or decoded. Length is recomputed and the
 // CRC is computed afresh (Fluss keeps the stale CRC; Strom's projected batches
-// validate). b's own CRC is not checked. On error dst is returned unchanged.
+// validate), after b's own CRC is checked: a batch damaged where it is stored
+// gives an error wrapping ErrCorruptBatch, not a copy with a valid CRC. It
+// runs CheckArrowBatch's cheap checks, so it projects what they accept. On
+// error dst is returned unchanged.
 func ProjectBatch(dst []byte, b Batch, s Schema, cols []int) ([]byte, Batch, error) {
 	if err := s.CheckProjection(cols); err != nil {
 		return dst, nil, err
@@ -704,21 +687,20 @@ func ProjectBatch(dst []byte, b Batch, s Schema, cols []int) ([]byte, Batch, err
 			return dst, nil, &InvalidError{Field: "projection", Reason: fmt.Sprintf("column indexes %v are not in increasing order", cols)}
 		}
 	}
-	if err := b.validateFrame(); err != nil {
+	if err := b.Validate(); err != nil {
 		return dst, nil, err
 	}
 	if b.Magic() != MagicV2 {
 		return dst, nil, fmt.Errorf("record: project: batch has magic %d; only V2 batches are projected", b.Magic())
 	}
-	n := int(b.RecordCount())
-	changeTypes, msg, err := splitArrowRecords(b, n)
+	changeTypes, msg, err := checkArrow(b, s)
 	if err != nil {
 		return dst, nil, err
 	}
 	start := len(dst)
 	dst = append(dst, b[:BatchHeaderSize]...)
 	dst = append(dst, changeTypes...)
-	if n > 0 {
+	if len(msg) > 0 {
 		dst, err = arrowmsg.Project(dst, msg, columnLayouts(s), cols)
 		if err != nil {
 			dst = dst[:start]

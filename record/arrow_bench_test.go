@@ -277,3 +277,29 @@ func BenchmarkProjectBatch(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCheckArrowBatch is produce's validation of one batch of the
+// benchmark dataset (benchRows rows, ~2 KB each), cheap (the metadata and
+// each buffer's first bytes) and full (log.validation.full: decompress and
+// decode). MB/s is of the rows' uncompressed size.
+func BenchmarkCheckArrowBatch(b *testing.B) {
+	s, rows, total := benchDataset(b)
+	for _, c := range arrowCodecs {
+		batch := buildArrow(b, s, rows, nil, c, nil)
+		for _, full := range []bool{false, true} {
+			name := "cheap"
+			if full {
+				name = "full"
+			}
+			b.Run(c.String()+"/"+name, func(b *testing.B) {
+				b.SetBytes(int64(total))
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := CheckArrowBatch(batch, s, full); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

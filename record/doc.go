@@ -20,7 +20,7 @@
 //
 //   - the log record batch (Batch, AppendBatch, NextBatch), change types,
 //     Arrow encoding and decoding (ArrowBuilder, DecodeArrowBatch), checks
-//     from metadata only (ValidateArrowBatch) and column projection without
+//     with the readers' own checks (CheckArrowBatch) and column projection without
 //     decoding (ProjectBatch, through the subpackage arrowmsg);
 //
 //   - the bucketing function, the compacted key and row codecs and the KV

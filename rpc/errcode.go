@@ -58,6 +58,11 @@ var (
 	CodeKvStorage           = Code{11, "KV_STORAGE_EXCEPTION", connect.CodeInternal, false}
 	CodeFencedLeaderEpoch   = Code{24, "FENCED_LEADER_EPOCH_EXCEPTION", connect.CodeFailedPrecondition, true}
 	CodeTooManyScanners     = Code{69, "TOO_MANY_SCANNERS", connect.CodeResourceExhausted, false}
+	// CodeCorruptRecord: stored data cannot be served (a fetch). Fluss marks
+	// it retriable, since another replica may serve it; with one replica
+	// (no replication yet) retrying gets the same answer, so it is not. The
+	// bucket result's next_offset says where a consumer skipping it goes on.
+	CodeCorruptRecord = Code{14, "CORRUPT_RECORD_EXCEPTION", connect.CodeDataLoss, false}
 	// Strom's own codes start at 1000.
 	CodeNotReady      = Code{1000, "NODE_NOT_READY", connect.CodeUnavailable, true}
 	CodeLimitExceeded = Code{1001, "LIMIT_EXCEEDED", connect.CodeResourceExhausted, false}
@@ -95,6 +100,7 @@ var sentinels = []struct {
 	{ErrLimitExceeded, CodeLimitExceeded},
 	{ErrTooManyScanners, CodeTooManyScanners},
 	{raftmeta.ErrNotLeader, CodeNotCoordinator},
+	{log.ErrCorruptRecord, CodeCorruptRecord}, // before ErrCorruptBatch, which it may wrap
 	{record.ErrCorruptBatch, CodeCorruptMessage},
 	{replica.ErrNotLeader, CodeNotLeader},
 	{replica.ErrUnknownBucket, CodeUnknownBucket},

@@ -39,6 +39,11 @@ step "go test -race"
 # -count=1: the e2e tests build the binary in a subprocess, which the test cache cannot see.
 go test -race -count=1 -timeout 20m "$@" ./...
 
+step "fuzzing, short: the produce/fetch property and the Arrow decoders"
+# scripts/fuzz.sh runs them longer (10 minutes for the property by default).
+scripts/fuzz.sh -d 12s record:FuzzArrowServable
+scripts/fuzz.sh -d 4s record/arrowmsg:FuzzParse record/arrowmsg:FuzzProject record/arrowmsg:FuzzDecode
+
 step "allocation tests (without -race, which changes allocation)"
 # Files built with !race: they measure what the produce path allocates.
 go test -count=1 -run 'DoesNotCopy' "$@" ./server/ ./client/

@@ -66,6 +66,14 @@ type Config struct {
 	// forgotten (server.writer-id.expiration-check-interval, Fluss's key;
 	// default 10 minutes).
 	WriterIDExpirationCheckInterval time.Duration
+	// LogValidationFull makes ProduceLog decompress and decode every Arrow
+	// batch before appending it (log.validation.full; default false), as
+	// Kafka's broker validates compressed batches: a batch whose compressed
+	// buffers are damaged is then refused at produce instead of failing its
+	// readers. Off, produce checks what the readers check without
+	// decompressing (the metadata, each buffer's frame magic and declared
+	// size); docs/benchmarks.md has the cost of each.
+	LogValidationFull bool
 	// ZooKeeperListen, when set, serves the ZooKeeper wire protocol over the
 	// metadata tree on this address (zookeeper.listen, --zookeeper-listen;
 	// off when empty; 127.0.0.1:2181 is ZooKeeper's usual port).
@@ -263,6 +271,16 @@ func Keys() []Key {
 				return nil
 			},
 			get: func(c *Config) string { return strconv.FormatInt(c.SegmentBytes, 10) }},
+		{Name: "log.validation.full", Bool: true, Usage: "decompress and decode every produced Arrow batch before appending it (true or false)",
+			set: func(c *Config, v string) error {
+				b, err := strconv.ParseBool(strings.TrimSpace(v))
+				if err != nil {
+					return fmt.Errorf("want true or false, got %q", v)
+				}
+				c.LogValidationFull = b
+				return nil
+			},
+			get: func(c *Config) string { return strconv.FormatBool(c.LogValidationFull) }},
 		{Name: "debug.pprof", Flag: "pprof", Bool: true, Usage: "serve Go's profiler under /debug/pprof/ (true or false)",
 			set: func(c *Config, v string) error {
 				b, err := strconv.ParseBool(strings.TrimSpace(v))

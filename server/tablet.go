@@ -158,7 +158,9 @@ func writeTimeout(ms int32) time.Duration {
 }
 
 // produceBucket validates every batch of one bucket against the table
-// schema (without decompressing) and appends them.
+// schema, with the readers' checks (record.CheckArrowBatch: from the
+// metadata, or decompressing and decoding with log.validation.full), and
+// appends them.
 func (h *tabletHandler) produceBucket(ctx context.Context, t catalog.Table, pb *stromv1.ProduceBucket, acks int) (log.AppendInfo, error) {
 	r, err := h.replica(t, pb.Bucket)
 	if err != nil {
@@ -180,7 +182,7 @@ func (h *tabletHandler) produceBucket(ctx context.Context, t catalog.Table, pb *
 			return log.AppendInfo{}, fmt.Errorf("bucket %d batch %d: %w: schema id %d, the table's schema is %d", pb.Bucket, i, catalog.ErrSchemaNotExist, b.SchemaID(), t.SchemaID)
 		}
 		// The log checks the CRC on append.
-		if err := record.CheckArrowBatch(b, t.Schema); err != nil {
+		if err := record.CheckArrowBatch(b, t.Schema, h.s.cfg.LogValidationFull); err != nil {
 			return log.AppendInfo{}, fmt.Errorf("bucket %d batch %d: %w", pb.Bucket, i, err)
 		}
 	}
@@ -323,6 +325,11 @@ func (h *tabletHandler) FetchLog(ctx context.Context, req *connect.Request[strom
 
 // fetchBucket reads one bucket. It returns the result, the bytes it holds,
 // and a channel that closes when the bucket has more (nil on error).
+//
+// A stored batch that cannot be served (its CRC does not match, or it does
+// not project or decode) ends the result before it; when it is the first,
+// the result is a *log.CorruptRecordError naming its offsets, with
+// NextOffset past it, so that a consumer may skip it (see client.SkipCorrupt).
 func (h *tabletHandler) fetchBucket(t catalog.Table, fb *stromv1.FetchBucket, cols []int, schema record.Schema, asJSON bool, budget int) (*stromv1.FetchBucketResult, int, <-chan struct{}) {
 	res := &stromv1.FetchBucketResult{Bucket: fb.Bucket, NextOffset: fb.Offset}
 	r, err := h.replica(t, fb.Bucket)
@@ -339,33 +346,34 @@ func (h *tabletHandler) fetchBucket(t catalog.Table, fb *stromv1.FetchBucket, co
 	rr, err := r.Read(fb.Offset, limit)
 	res.HighWatermark, res.LogStartOffset = rr.HighWatermark, rr.LogStartOffset
 	if err != nil {
-		res.Error = rpc.Detail(err)
+		h.fail(res, fb.Bucket, err)
 		return res, 0, nil
 	}
-	data := rr.Batches
 	var out []byte
 	n := 0
-	for len(data) > 0 {
+	for data := rr.Batches; len(data) > 0; {
 		var b record.Batch
 		if b, data, err = record.NextBatch(data); err != nil {
-			res.Error = rpc.Detail(fmt.Errorf("bucket %d: stored batch: %w", fb.Bucket, err))
+			// The log returns whole batches: this is not a batch to skip.
+			res.Error = rpc.Detail(fmt.Errorf("bucket %d: stored batch at offset %d: %w", fb.Bucket, res.NextOffset, err))
 			return res, n, nil
 		}
-		res.NextOffset = b.NextOffset()
-		if cols != nil {
-			if out, b, err = record.ProjectBatch(out, b, t.Schema, cols); err != nil {
-				res.Error = rpc.Detail(fmt.Errorf("bucket %d: project batch at offset %d: %w", fb.Bucket, b.BaseOffset(), err))
-				return res, n, nil
+		before := len(out)
+		var rows []*structpb.Struct
+		out, rows, err = serveBatch(out, b, t.Schema, cols, schema, asJSON, fb.Bucket)
+		if err != nil {
+			if res.NextOffset > fb.Offset {
+				break // serve what precedes it; the next fetch starts at it
 			}
-		} else {
-			out = append(out, b...)
+			h.fail(res, fb.Bucket, &log.CorruptRecordError{Offset: b.BaseOffset(), NextOffset: b.NextOffset(), Err: err})
+			return res, 0, nil
 		}
-		n += len(b)
+		res.Rows = append(res.Rows, rows...)
+		res.NextOffset = b.NextOffset()
 		if asJSON {
-			if err := appendJSONRows(res, b, schema, fb.Bucket); err != nil {
-				res.Error = rpc.Detail(err)
-				return res, n, nil
-			}
+			n += b.Size()
+		} else {
+			n += len(out) - before
 		}
 	}
 	if !asJSON {
@@ -374,28 +382,66 @@ func (h *tabletHandler) fetchBucket(t catalog.Table, fb *stromv1.FetchBucket, co
 	return res, n, advanced
 }
 
-// appendJSONRows decodes b and appends its rows, with their metadata, as
-// JSON objects.
-func appendJSONRows(res *stromv1.FetchBucketResult, b record.Batch, schema record.Schema, bucket int32) error {
+// fail sets res's error; for offsets that cannot be served, NextOffset is
+// where a consumer skipping them goes on.
+func (h *tabletHandler) fail(res *stromv1.FetchBucketResult, bucket int32, err error) {
+	var ce *log.CorruptRecordError
+	if errors.As(err, &ce) {
+		res.NextOffset = ce.NextOffset
+		h.s.lg.Warn("fetch of a corrupt batch", "bucket", bucket, "offset", ce.Offset, "next_offset", ce.NextOffset, "err", ce.Err)
+	}
+	res.Error = rpc.Detail(fmt.Errorf("bucket %d: %w", bucket, err))
+}
+
+// serveBatch appends b (a stored batch of a table of schema ts) to out as
+// the fetch asks: projected to cols (nil: all columns), and, with asJSON,
+// as rows of schema (the projected one). It checks b's CRC whenever it
+// reads b's contents (to project or decode them). On error (the batch's)
+// out is returned unchanged.
+func serveBatch(out []byte, b record.Batch, ts record.Schema, cols []int, schema record.Schema, asJSON bool, bucket int32) ([]byte, []*structpb.Struct, error) {
+	start := len(out)
+	var err error
+	if cols != nil {
+		out, b, err = record.ProjectBatch(out, b, ts, cols)
+	} else if asJSON {
+		err = b.Validate()
+	}
+	if err != nil {
+		return out, nil, err
+	}
+	if !asJSON {
+		if cols == nil {
+			out = append(out, b...)
+		}
+		return out, nil, nil
+	}
+	rows, err := jsonRows(b, schema, bucket)
+	return out[:start], rows, err // JSON rows are sent, not the batch
+}
+
+// jsonRows decodes b and returns its rows, with their metadata, as JSON
+// objects.
+func jsonRows(b record.Batch, schema record.Schema, bucket int32) ([]*structpb.Struct, error) {
 	dec, err := record.DecodeArrowBatch(b, schema, memory.DefaultAllocator)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer dec.Release()
+	rows := make([]*structpb.Struct, 0, dec.Len())
 	var js []byte
 	for i := 0; i < dec.Len(); i++ {
 		js = record.AppendRowJSON(js[:0], schema, dec.Row(i))
 		st, err := jsonToStruct(js)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		st.Fields["_offset"] = int64Value(b.BaseOffset() + int64(i))
 		st.Fields["_timestamp"] = structpb.NewStringValue(time.UnixMilli(b.CommitTimestamp()).UTC().Format("2006-01-02T15:04:05.000Z"))
 		st.Fields["_change_type"] = structpb.NewStringValue(dec.ChangeType(i).String())
 		st.Fields["_bucket"] = structpb.NewNumberValue(float64(bucket))
-		res.Rows = append(res.Rows, st)
+		rows = append(rows, st)
 	}
-	return nil
+	return rows, nil
 }
 
 // jsonToStruct converts a JSON object to a Struct, keeping integers that a
@@ -566,7 +612,7 @@ func (h *tabletHandler) LimitScan(_ context.Context, req *connect.Request[stromv
 	from := max(r.Log().LogStartOffset(), hw-int64(m.Limit))
 	resp := &stromv1.LimitScanResponse{SchemaId: t.SchemaID}
 	asJSON := wantsJSON(req.Header(), m.JsonRows)
-	fake := &stromv1.FetchBucketResult{}
+	var jsonRowsSoFar []*structpb.Struct
 	for off := from; off < hw; {
 		rr, err := r.Read(off, defaultBucketMaxBytes)
 		if err != nil {
@@ -585,9 +631,11 @@ func (h *tabletHandler) LimitScan(_ context.Context, req *connect.Request[stromv
 				continue
 			}
 			if asJSON {
-				if err := appendJSONRows(fake, b, t.Schema, m.Bucket); err != nil {
+				rows, err := jsonRows(b, t.Schema, m.Bucket)
+				if err != nil {
 					return nil, err
 				}
+				jsonRowsSoFar = append(jsonRowsSoFar, rows...)
 			} else {
 				resp.Records = append(resp.Records, b...)
 			}
@@ -595,7 +643,7 @@ func (h *tabletHandler) LimitScan(_ context.Context, req *connect.Request[stromv
 	}
 	if asJSON {
 		// Keep the last rows only: the first batch may start before from.
-		rows := fake.Rows
+		rows := jsonRowsSoFar
 		for len(rows) > 0 && int64(rows[0].Fields["_offset"].GetNumberValue()) < from {
 			rows = rows[1:]
 		}

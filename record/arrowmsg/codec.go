@@ -162,23 +162,17 @@ func Encode(rec arrow.RecordBatch, codec Codec, zstdLevel int, mem memory.Alloca
 // it is 8-aligned whatever msg's alignment); mem (nil: the default allocator)
 // serves what arrow-go allocates besides.
 //
-// Errors: msg not valid (see Parse), not matching schema, or holding bad
-// buffers wraps ErrCorrupt; a schema with a type LayoutOf does not support is
+// Errors: msg refused by Check (against schema's layouts), or holding bad
+// buffers, wraps ErrCorrupt; a schema with a type LayoutOf does not support is
 // a plain error. The decompressed body is limited to 2 GiB.
 func Decode(msg []byte, schema *arrow.Schema, mem memory.Allocator) (arrow.RecordBatch, error) {
 	layouts, err := LayoutsOf(schema)
 	if err != nil {
 		return nil, fmt.Errorf("arrowmsg: decode: %w", err)
 	}
-	h, err := parse(msg)
+	h, err := check(msg, layouts)
 	if err != nil {
 		return nil, err
-	}
-	if err := h.checkLayouts(layouts); err != nil {
-		return nil, err
-	}
-	if h.variadic > 0 {
-		return nil, corruptf("variadic buffer counts, but no column has a view type")
 	}
 	if mem == nil {
 		mem = memory.DefaultAllocator
@@ -303,30 +297,26 @@ func (m *messages) release() {
 // buffer to dst. It allocates in proportion to what the data really expands
 // to, not to the length the buffer claims.
 func appendDecompressed(dst []byte, codec Codec, src []byte) ([]byte, error) {
-	if len(src) == 0 {
-		return dst, nil
-	}
-	n := int64(le.Uint64(src)) // parse checked len(src) >= 8
-	data := src[8:]
+	n, err := checkCompressed(codec, src)
 	switch {
-	case n == rawLength:
-		return append(dst, data...), nil
-	case n == 0:
+	case err != nil:
+		return dst, err
+	case len(src) == 0 || n == 0:
 		return dst, nil
-	case n < 0 || n > maxDecodedLen-int64(len(dst)):
-		return dst, fmt.Errorf("uncompressed length %d", n)
+	case int64(le.Uint64(src)) == rawLength:
+		return append(dst, src[8:]...), nil
+	case n > maxDecodedLen-int64(len(dst)):
+		return dst, fmt.Errorf("uncompressed length %d: the body would exceed %d bytes", n, maxDecodedLen)
 	}
-	var (
-		out []byte
-		err error
-	)
+	data := src[8:]
+	var out []byte
 	switch codec {
 	case CodecZSTD:
 		// Room for what the data can expand to (growing geometrically, so
 		// that buffer after buffer costs amortized linear time): DecodeAll
 		// would otherwise allocate a new slice of just the frame's size and
-		// copy the whole body so far into it.
-		dst = slices.Grow(dst, int(min(n, int64(len(data))*zstdMaxRatio)))
+		// copy the whole body so far into it. checkCompressed bounded n.
+		dst = slices.Grow(dst, int(n))
 		out, err = zstdDecoder().DecodeAll(data, dst)
 	case CodecLZ4Frame:
 		out, err = appendLZ4Decompressed(dst, data, n)
@@ -340,10 +330,99 @@ func appendDecompressed(dst []byte, codec Codec, src []byte) ([]byte, error) {
 	return out, nil
 }
 
-func appendLZ4Decompressed(dst, data []byte, n int64) ([]byte, error) {
-	if n > int64(len(data))*lz4MaxRatio+(64<<10) {
-		return dst, fmt.Errorf("uncompressed length %d from %d bytes", n, len(data))
+// Frame magic numbers, little-endian, at the start of each codec's frame.
+const (
+	lz4FrameMagic = 0x184D2204
+	zstdMagic     = 0xFD2FB528
+)
+
+// checkCompressed checks what can be told of one compressed-body buffer
+// without decompressing it, and returns its uncompressed length: an empty
+// buffer (no bytes, or the length 0) is 0; one stored raw (length -1) is the
+// bytes after the prefix; otherwise the prefix's length must be at most
+// what the codec can expand the data to (and at most maxDecodedLen), and
+// the data must start with the codec's frame magic. parse has checked that
+// a non-empty buffer has its 8-byte prefix and that it is ≥ -1.
+func checkCompressed(codec Codec, src []byte) (int64, error) {
+	if len(src) == 0 {
+		return 0, nil
 	}
+	n := int64(le.Uint64(src))
+	data := src[8:]
+	switch {
+	case n == rawLength:
+		return int64(len(data)), nil
+	case n == 0:
+		return 0, nil
+	case n < 0 || n > maxDecodedLen:
+		return 0, fmt.Errorf("uncompressed length %d", n)
+	case n > maxExpansion(codec, len(data)):
+		return 0, fmt.Errorf("%s: uncompressed length %d, more than %d compressed bytes can hold", codec, n, len(data))
+	}
+	magic := uint32(lz4FrameMagic)
+	if codec == CodecZSTD {
+		magic = zstdMagic
+	}
+	if len(data) < 4 || le.Uint32(data) != magic {
+		return 0, fmt.Errorf("%s: the data does not start with a frame", codec)
+	}
+	if size, ok := frameContentSize(codec, data); ok && size != uint64(n) {
+		return 0, fmt.Errorf("%s: uncompressed length %d, the frame says %d", codec, n, size)
+	}
+	return n, nil
+}
+
+// frameContentSize returns the content size a frame's header declares, if
+// it declares one (Zstandard writers that know the size, which Arrow's do,
+// always do; LZ4 ones may).
+func frameContentSize(codec Codec, frame []byte) (uint64, bool) {
+	if codec == CodecLZ4Frame {
+		// magic, FLG (bit 3: content size), BD, then the size.
+		if len(frame) < 14 || frame[4]&0x08 == 0 {
+			return 0, false
+		}
+		return le.Uint64(frame[6:]), true
+	}
+	// magic, Frame_Header_Descriptor, [Window_Descriptor], [Dictionary_ID],
+	// [Frame_Content_Size] (RFC 8878 §3.1.1.1).
+	if len(frame) < 5 {
+		return 0, false
+	}
+	fhd := frame[4]
+	single := fhd&0x20 != 0
+	at := 5 + []int{0, 1, 2, 4}[fhd&3]
+	if !single {
+		at++ // Window_Descriptor
+	}
+	size := []int{0, 2, 4, 8}[fhd>>6]
+	if size == 0 && single {
+		size = 1
+	}
+	if size == 0 || len(frame) < at+size {
+		return 0, false
+	}
+	switch size {
+	case 1:
+		return uint64(frame[at]), true
+	case 2:
+		return uint64(le.Uint16(frame[at:])) + 256, true
+	case 4:
+		return uint64(le.Uint32(frame[at:])), true
+	}
+	return le.Uint64(frame[at:]), true
+}
+
+// maxExpansion is the most that compressed bytes of codec can decompress
+// to: see lz4MaxRatio and zstdMaxRatio (an LZ4 frame may also end in a
+// last block that is not full).
+func maxExpansion(codec Codec, compressed int) int64 {
+	if codec == CodecZSTD {
+		return int64(compressed) * zstdMaxRatio
+	}
+	return int64(compressed)*lz4MaxRatio + (64 << 10)
+}
+
+func appendLZ4Decompressed(dst, data []byte, n int64) ([]byte, error) {
 	r := lz4Readers.Get().(*lz4.Reader)
 	defer lz4Readers.Put(r)
 	r.Reset(bytes.NewReader(data))
@@ -401,7 +480,10 @@ var (
 
 	// zstdDecoder is shared: DecodeAll is safe for concurrent use.
 	zstdDecoder = sync.OnceValue(func() *zstd.Decoder {
-		d, err := zstd.NewReader(nil, zstd.WithDecoderMaxMemory(maxDecodedLen))
+		// The output is limited to dst's capacity, which appendDecompressed
+		// sets from the buffer's declared length: a frame that expands to
+		// more stops there.
+		d, err := zstd.NewReader(nil, zstd.WithDecoderMaxMemory(maxDecodedLen), zstd.WithDecodeAllCapLimit(true))
 		if err != nil {
 			panic(err) // only for invalid options
 		}

@@ -82,6 +82,43 @@ func Parse(msg []byte) (*Message, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newMessage(h), nil
+}
+
+// Check is the validation Project and Decode run before they touch a
+// buffer, for a caller that must know beforehand whether they will accept
+// msg (a produce handler): Parse, then CheckLayouts against layouts, and no
+// variadic buffer counts (only view types, which LayoutOf rejects, have
+// them). What Check accepts, Project projects; Decode may still find bad
+// buffer contents, which only decompressing and decoding can tell (see
+// Message.UncompressedSize for what can be told without).
+//
+// Errors are those of Parse and CheckLayouts. The Message refers to msg.
+func Check(msg []byte, layouts []ColumnLayout) (*Message, error) {
+	h, err := check(msg, layouts)
+	if err != nil {
+		return nil, err
+	}
+	return newMessage(h), nil
+}
+
+// check: see Check.
+func check(msg []byte, layouts []ColumnLayout) (header, error) {
+	h, err := parse(msg)
+	if err != nil {
+		return h, err
+	}
+	if err := h.checkLayouts(layouts); err != nil {
+		return h, err
+	}
+	if h.variadic > 0 {
+		// ColumnLayout cannot describe view types, so no layouts match.
+		return h, corruptf("variadic buffer counts, but no column has a view type")
+	}
+	return h, nil
+}
+
+func newMessage(h header) *Message {
 	m := &Message{
 		h:       h,
 		nodes:   make([]FieldNode, h.nNodes),
@@ -93,7 +130,7 @@ func Parse(msg []byte) (*Message, error) {
 	for i := range m.buffers {
 		m.buffers[i] = h.buffer(i)
 	}
-	return m, nil
+	return m
 }
 
 // Length returns the number of rows.
@@ -118,6 +155,24 @@ func (m *Message) Body() []byte { return m.h.body }
 // padding and body. Parse accepts no trailing bytes, so it is the length of
 // the parsed slice.
 func (m *Message) Size() int { return m.h.size }
+
+// UncompressedSize returns the size of buffer i uncompressed, as far as it
+// can be told without decompressing: its length in an uncompressed body, or
+// when it is stored raw (length prefix -1) or empty; otherwise the length its
+// prefix declares, once it is checked that the compressed data starts with
+// the codec's frame magic and is long enough to expand to that length (the
+// bounds Decode holds it to). Errors wrap ErrCorrupt; i must be in range.
+func (m *Message) UncompressedSize(i int) (int64, error) {
+	src := m.h.bufferBytes(i)
+	if m.h.codec == CodecNone {
+		return int64(len(src)), nil
+	}
+	n, err := checkCompressed(m.h.codec, src)
+	if err != nil {
+		return 0, corruptf("buffer %d: %v", i, err)
+	}
+	return n, nil
+}
 
 // CheckLayouts reports whether the message has the columns that layouts
 // describe: as many field nodes and buffers in total, and each top-level

@@ -109,10 +109,8 @@ func LayoutsOf(schema *arrow.Schema) ([]ColumnLayout, error) {
 // metadata version V5, and drops the message's custom metadata.
 //
 // Errors: cols out of range or not increasing, or an invalid layout, are
-// plain errors; a message that is not valid (see Parse) or does not match
-// layouts (see Message.CheckLayouts) gives an error wrapping ErrCorrupt; so
-// does one with variadic buffer counts, which only view types (unsupported)
-// have. On error dst is returned unchanged.
+// plain errors; a message Check refuses gives its error (wrapping
+// ErrCorrupt). On error dst is returned unchanged.
 func Project(dst, msg []byte, layouts []ColumnLayout, cols []int) ([]byte, error) {
 	for i, c := range cols {
 		if c < 0 || c >= len(layouts) {
@@ -122,16 +120,9 @@ func Project(dst, msg []byte, layouts []ColumnLayout, cols []int) ([]byte, error
 			return dst, fmt.Errorf("arrowmsg: columns %v not strictly increasing", cols)
 		}
 	}
-	h, err := parse(msg)
+	h, err := check(msg, layouts)
 	if err != nil {
 		return dst, err
-	}
-	if err := h.checkLayouts(layouts); err != nil {
-		return dst, err
-	}
-	if h.variadic > 0 {
-		// ColumnLayout cannot describe view types, so no layouts match.
-		return dst, corruptf("variadic buffer counts, but no column has a view type")
 	}
 
 	// First pass: sizes.

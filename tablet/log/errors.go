@@ -92,3 +92,27 @@ func (e *CorruptSegmentError) Error() string {
 
 // Unwrap returns ErrCorruptSegment and Err.
 func (e *CorruptSegmentError) Unwrap() []error { return []error{ErrCorruptSegment, e.Err} }
+
+// ErrCorruptRecord: stored batches cannot be served: their CRC does not
+// match their bytes, the background check of a sealed segment found them
+// damaged, or no reader can decode them (Fluss CORRUPT_RECORD_EXCEPTION).
+// Returned as *CorruptRecordError. Reading the same offsets again gets the
+// same error on this node; a reader may skip to NextOffset, losing the
+// records in between. (Once replication exists, another replica may hold
+// an intact copy, and the error becomes retriable there.)
+var ErrCorruptRecord = errors.New("log: corrupt record")
+
+// CorruptRecordError names the offsets that cannot be served. It matches
+// ErrCorruptRecord and whatever Err matches.
+type CorruptRecordError struct {
+	Offset     int64 // first offset of the damaged batch (or range)
+	NextOffset int64 // the offset after it: where a reader may go on
+	Err        error // what is wrong
+}
+
+func (e *CorruptRecordError) Error() string {
+	return fmt.Sprintf("log: offsets [%d, %d) cannot be served: %v", e.Offset, e.NextOffset, e.Err)
+}
+
+// Unwrap returns ErrCorruptRecord and Err.
+func (e *CorruptRecordError) Unwrap() []error { return []error{ErrCorruptRecord, e.Err} }

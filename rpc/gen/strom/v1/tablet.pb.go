@@ -1424,7 +1424,9 @@ type FetchBucketResult struct {
 	// Rows as JSON objects, each with _offset, _timestamp, _change_type and
 	// _bucket beside the columns (JSON rows).
 	Rows []*structpb.Struct `protobuf:"bytes,5,rep,name=rows,proto3" json:"rows,omitempty"`
-	// The offset to fetch from next.
+	// The offset to fetch from next. With a CORRUPT_RECORD_EXCEPTION error,
+	// the offset after the batch that cannot be served: fetching from there
+	// skips it, losing its records.
 	NextOffset    int64        `protobuf:"varint,6,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
 	Error         *ErrorDetail `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
