@@ -56,6 +56,11 @@ type command struct {
 	Timeout  int64  // CmdCreateSession: ms
 	Password []byte // CmdCreateSession
 	Path     string // CmdDeleteContainer
+
+	// from is the NodeID of the node a forwarded CmdOp or CmdMulti came
+	// from, "" for one made on this node; Config.CheckWrite sees it. Not
+	// encoded: the log entry does not carry it.
+	from string
 }
 
 // commandHeaderSize is type u8 + nonce u64 + time i64.

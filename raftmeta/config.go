@@ -58,6 +58,20 @@ type Config struct {
 	// heartbeats (Touch) and Sync to the leader instead of answering
 	// *NotLeaderError. Nil disables forwarding.
 	ForwardAddr func(nodeID string) string
+	// ForwardSecret keys the HMAC-SHA256 that authenticates forward calls
+	// (see forward.go): every node of the cluster has the same one, of at
+	// least MinForwardSecret bytes. Required with ForwardAddr; without it
+	// ForwardHandler refuses every call.
+	ForwardSecret []byte
+	// CheckWrite, when set, vets every Do and Multi (and their Async forms)
+	// before it is proposed: on the node the write is made on, and again on
+	// the leader for a forwarded one. from is the NodeID of the node the
+	// write was made on (for a forwarded write, the authenticated sender),
+	// session and ops are the write's. A non-nil error refuses the write:
+	// nothing is proposed and the caller gets an error wrapping ErrRefused
+	// and the returned error. It must be safe for concurrent use, and
+	// should decide from its arguments only (it runs outside the FSM).
+	CheckWrite func(from string, session int64, ops []Op) error
 	// SessionCheckInterval is how often the leader looks for expired
 	// sessions, empty containers and expired TTL nodes (default 500ms, at
 	// least 1ms).
@@ -124,6 +138,9 @@ func (c Config) Validate() error {
 	}
 	if c.SessionCheckInterval < time.Millisecond {
 		bad("SessionCheckInterval", "%s is below 1ms", c.SessionCheckInterval)
+	}
+	if c.ForwardAddr != nil && len(c.ForwardSecret) < MinForwardSecret {
+		bad("ForwardSecret", "%d bytes; forwarding needs a secret of at least %d bytes, the same on every node", len(c.ForwardSecret), MinForwardSecret)
 	}
 	return errors.Join(errs...)
 }

@@ -10,7 +10,9 @@
 // (ZooKeeper's sequential consistency, with Sync to catch up).
 //
 // Followers forward writes, session commands, heartbeats and Sync to the
-// leader over a small HTTP call (forward.go) when Config.ForwardAddr is set.
+// leader over a small HTTP call (forward.go) when Config.ForwardAddr is set,
+// signed with the cluster secret (Config.ForwardSecret); Config.CheckWrite
+// lets the caller refuse writes before they are proposed.
 //
 // It does not own the ZooKeeper wire protocol (package zkwire), the znode
 // layout of Strom's catalog, or membership discovery (who maps a leader's

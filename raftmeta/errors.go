@@ -39,6 +39,9 @@ var (
 	ErrRuntimeInconsistency = errors.New("raftmeta: multi aborted by an earlier operation")
 	// ErrNoWatcher: ZooKeeper NOWATCHER (-121): RemoveWatches matched nothing.
 	ErrNoWatcher = errors.New("raftmeta: no matching watch")
+	// ErrRefused: Config.CheckWrite refused a write; nothing was proposed.
+	// (ZooKeeper's nearest code is NOAUTH, -102.)
+	ErrRefused = errors.New("raftmeta: write refused")
 )
 
 // errIgnoredCommand is the apply result of a command of an unknown type that

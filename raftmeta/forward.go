@@ -25,6 +25,7 @@ import (
 //	    (zxid: the leader's last applied, which the follower waits for)
 //	  1 not leader, nothing proposed (the follower retries)
 //	  2 failed: message str (the outcome of a write is unknown)
+//	  3 refused by Config.CheckWrite, nothing proposed: message str
 //
 // applyResult := results count u32 | (path str | stat | err)* |
 //
@@ -47,6 +48,7 @@ const (
 	fwdOK        uint8 = 0
 	fwdNotLeader uint8 = 1
 	fwdFailed    uint8 = 2
+	fwdRefused   uint8 = 3
 )
 
 // maxForwardBody bounds a forwarded request (a large multi).
@@ -170,11 +172,18 @@ func decodeApplyResult(d *decoder) applyResult {
 }
 
 // ForwardHandler serves followers' forwarded requests (mount it at
-// ForwardPath). It answers "not leader" unless this node leads.
+// ForwardPath). It answers "not leader" unless this node leads. A call that
+// is not signed with Config.ForwardSecret is refused before its body is
+// decoded: 401 without a signature, 403 with a wrong or stale one.
 func (n *Node) ForwardHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			http.Error(w, "POST only", http.StatusMethodNotAllowed)
+			return
+		}
+		// Cheap checks first, so an unsigned call is refused unread.
+		if status, err := checkForwardHeader(r, time.Now()); err != nil {
+			http.Error(w, err.Error(), status)
 			return
 		}
 		body, err := io.ReadAll(io.LimitReader(r.Body, maxForwardBody))
@@ -182,7 +191,11 @@ func (n *Node) ForwardHandler() http.Handler {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		out, err := n.serveForward(r.Context(), body)
+		if err := verifyForward(r, n.cfg.ForwardSecret, body); err != nil {
+			http.Error(w, err.Error(), http.StatusForbidden)
+			return
+		}
+		out, err := n.serveForward(r.Context(), r.Header.Get(headerForwardFrom), body)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -192,9 +205,9 @@ func (n *Node) ForwardHandler() http.Handler {
 	})
 }
 
-// serveForward answers one forwarded request on the leader. An error means
-// the request did not decode.
-func (n *Node) serveForward(ctx context.Context, body []byte) ([]byte, error) {
+// serveForward answers one forwarded request, sent by node from, on the
+// leader. An error means the request did not decode.
+func (n *Node) serveForward(ctx context.Context, from string, body []byte) ([]byte, error) {
 	if len(body) == 0 {
 		return nil, fmt.Errorf("%w: empty forward request", ErrCorrupt)
 	}
@@ -211,10 +224,15 @@ func (n *Node) serveForward(ctx context.Context, body []byte) ([]byte, error) {
 			return nil, fmt.Errorf("%w: command %s cannot be forwarded", ErrCorrupt, c.Type)
 		}
 		c.Time = time.Now().UnixMilli()
+		c.from = from
 		res, err := n.proposeLocal(ctx, c)
 		switch {
 		case errors.Is(err, errNotProposed):
 			e.u8(fwdNotLeader)
+			return e.b, nil
+		case errors.Is(err, ErrRefused):
+			e.u8(fwdRefused)
+			e.str(err.Error())
 			return e.b, nil
 		case err != nil:
 			e.u8(fwdFailed)
@@ -324,6 +342,7 @@ func (n *Node) post(ctx context.Context, addr string, req []byte) (d *decoder, r
 		return nil, false, err
 	}
 	hr.Header.Set("Content-Type", "application/octet-stream")
+	SignForward(hr, n.cfg.ForwardSecret, n.cfg.NodeID, req, time.Now())
 	resp, err := n.httpc.Do(hr)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -351,6 +370,9 @@ func (n *Node) post(ctx context.Context, addr string, req []byte) (d *decoder, r
 		return &decoder{b: body, off: 1}, false, nil
 	case fwdNotLeader:
 		return nil, true, nil
+	case fwdRefused:
+		d := &decoder{b: body, off: 1}
+		return nil, false, &forwardedError{msg: d.str("refusal"), sentinel: ErrRefused}
 	default:
 		d := &decoder{b: body, off: 1}
 		msg := d.str("forward error")

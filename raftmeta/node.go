@@ -376,6 +376,21 @@ func (n *Node) proposeLocal(ctx context.Context, c *command) (applyResult, error
 	return p.wait()
 }
 
+// checkWrite applies Config.CheckWrite to an op or multi.
+func (n *Node) checkWrite(c *command) error {
+	if n.cfg.CheckWrite == nil || (c.Type != CmdOp && c.Type != CmdMulti) {
+		return nil
+	}
+	from := c.from
+	if from == "" {
+		from = n.cfg.NodeID
+	}
+	if err := n.cfg.CheckWrite(from, c.Session, c.Ops); err != nil {
+		return fmt.Errorf("%w: %w", ErrRefused, err)
+	}
+	return nil
+}
+
 // inflight is a command handed to raft whose outcome is awaited by wait,
 // which must be called exactly once (it releases the registration).
 type inflight struct {
@@ -387,10 +402,14 @@ type inflight struct {
 
 // proposeStart registers c and hands it to raft; it returns once raft has
 // accepted the entry (so entries started one after the other from one
-// goroutine are logged in that order) or failed: errNotProposed when this
-// node does not lead, ctx's error, ErrStopped.
+// goroutine are logged in that order) or failed: ErrRefused (by
+// Config.CheckWrite, checked on every node), errNotProposed when this node
+// does not lead, ctx's error, ErrStopped.
 func (n *Node) proposeStart(ctx context.Context, c *command) (*inflight, error) {
 	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := n.checkWrite(c); err != nil {
 		return nil, err
 	}
 	c.Nonce = n.nextNonce()

@@ -39,6 +39,13 @@ type Config struct {
 	// ClusterID, when set, must match the cluster the data directory belongs
 	// to (cluster.id). Empty accepts any.
 	ClusterID string
+	// ClusterSecret is the secret every node of the cluster shares, the
+	// base64 of 32 random bytes (cluster.secret, env STROM_CLUSTER_SECRET;
+	// no flag, to keep it out of process listings; `openssl rand -base64
+	// 32` makes one). Nodes sign their calls to each other with it (an
+	// HMAC-SHA256), so each node must be given the same. Empty: the one in
+	// <data.dir>/cluster.secret, which a node generates on first start.
+	ClusterSecret string
 	// DefaultBucketNumber is a table's bucket count when it names none
 	// (default.bucket.number).
 	DefaultBucketNumber int
@@ -257,6 +264,8 @@ func Keys() []Key {
 			func(c *Config) *string { return &c.ZooKeeperListen }),
 		stringKey("cluster.id", "cluster-id", "expected cluster id (empty accepts any)",
 			func(c *Config) *string { return &c.ClusterID }),
+		stringKey("cluster.secret", "", "secret shared by the cluster's nodes: base64 of 32 bytes (empty: the one in data.dir, generated on first start)",
+			func(c *Config) *string { return &c.ClusterSecret }),
 		intKey("default.bucket.number", "", "buckets of a table that names none",
 			func(c *Config) *int { return &c.DefaultBucketNumber }),
 		intKey("default.replication.factor", "", "replication factor of a table that names none",
@@ -432,6 +441,11 @@ func (c Config) Validate() error {
 	}
 	if c.Listen != "" && c.Listen == c.RaftListen {
 		bad("raft.listen", "must differ from api.listen (both are %q)", c.Listen)
+	}
+	if c.ClusterSecret != "" {
+		if _, err := decodeClusterSecret(c.ClusterSecret); err != nil {
+			bad("cluster.secret", "%v", err)
+		}
 	}
 	if c.DefaultBucketNumber < 1 {
 		bad("default.bucket.number", "must be ≥ 1, got %d", c.DefaultBucketNumber)

@@ -2,12 +2,14 @@ package server
 
 import (
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // identityFile names the file in the data directory that records which
@@ -34,7 +36,7 @@ func loadIdentity(dir string, nodeID int32, clusterID string) (identity, error) 
 		if id.ClusterID == "" {
 			id.ClusterID = newClusterID()
 		}
-		return id, writeFileAtomic(path, mustJSON(id))
+		return id, writeFileAtomic(path, mustJSON(id), 0o644)
 	}
 	if err != nil {
 		return identity{}, fmt.Errorf("read %s: %w", path, err)
@@ -54,6 +56,55 @@ func loadIdentity(dir string, nodeID int32, clusterID string) (identity, error) 
 	return id, nil
 }
 
+// secretFile names the file in the data directory that holds the cluster
+// secret of a node given none (cluster.secret): base64 text, mode 0600.
+const secretFile = "cluster.secret"
+
+// clusterSecretBytes is the length of a cluster secret: an HMAC-SHA256 key,
+// and an AES-256 key for memberlist's gossip encryption.
+const clusterSecretBytes = 32
+
+// decodeClusterSecret decodes a cluster secret (base64 of 32 bytes). Its
+// errors never quote the secret.
+func decodeClusterSecret(s string) ([]byte, error) {
+	b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(s))
+	if err != nil {
+		return nil, fmt.Errorf("not base64: want the base64 of %d random bytes, e.g. from `openssl rand -base64 %d`", clusterSecretBytes, clusterSecretBytes)
+	}
+	if len(b) != clusterSecretBytes {
+		return nil, fmt.Errorf("decodes to %d bytes: want the base64 of %d random bytes, e.g. from `openssl rand -base64 %d`", len(b), clusterSecretBytes, clusterSecretBytes)
+	}
+	return b, nil
+}
+
+// loadClusterSecret returns the cluster secret: configured (cluster.secret)
+// when set, else the one recorded in dir, which it generates there on first
+// start.
+func loadClusterSecret(dir, configured string) ([]byte, error) {
+	if configured != "" {
+		b, err := decodeClusterSecret(configured)
+		if err != nil {
+			return nil, fmt.Errorf("cluster.secret: %w", err)
+		}
+		return b, nil
+	}
+	path := filepath.Join(dir, secretFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		b := make([]byte, clusterSecretBytes)
+		_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
+		return b, writeFileAtomic(path, []byte(base64.StdEncoding.EncodeToString(b)+"\n"), 0o600)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	b, err := decodeClusterSecret(string(data))
+	if err != nil {
+		return nil, fmt.Errorf("%s is damaged (%v); restore it, or set cluster.secret to the cluster's secret", path, err)
+	}
+	return b, nil
+}
+
 func newClusterID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
@@ -68,11 +119,16 @@ func mustJSON(v any) []byte {
 	return append(b, '\n')
 }
 
-// writeFileAtomic writes data to path through a synced temporary file and a
-// rename, so a crash leaves the old file or the new one, never a torn one.
-func writeFileAtomic(path string, data []byte) error {
+// writeFileAtomic writes data to path, with permissions perm, through a
+// synced temporary file and a rename, so a crash leaves the old file or the
+// new one, never a torn one.
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	// A temporary file left by a crash may have other permissions.
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm)
 	if err != nil {
 		return err
 	}

@@ -121,6 +121,10 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 		return err
 	}
 	s.id = id
+	secret, err := loadClusterSecret(cfg.DataDir, cfg.ClusterSecret)
+	if err != nil {
+		return err
+	}
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -140,8 +144,13 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 	mcfg.Bootstrap = true
 	mcfg.Logger = s.lg
 	// A follower forwards metadata writes and session heartbeats to the
-	// leader's API port, found in the leader's registration.
+	// leader's API port, found in the leader's registration, signed with
+	// the cluster secret.
 	mcfg.ForwardAddr = s.apiAddrOf
+	mcfg.ForwardSecret = secret
+	// Writes under /strom are the coordinator's, fenced by its epoch, or a
+	// node's own registration.
+	mcfg.CheckWrite = catalog.CheckWrite
 	if s.meta, err = raftmeta.Open(mcfg); err != nil {
 		return fmt.Errorf("open metadata replica: %w", err)
 	}

@@ -20,6 +20,8 @@ var (
 	ErrTableNotExist    = errors.New("catalog: table does not exist")
 	ErrTableExists      = errors.New("catalog: table already exists")
 	ErrSchemaNotExist   = errors.New("catalog: schema does not exist")
+	// ErrUnfencedWrite: a write under Root that CheckWrite refuses.
+	ErrUnfencedWrite = errors.New("catalog: write under " + Root + " is not fenced by the coordinator epoch nor a node's own registration")
 	// ErrCorrupt marks a znode whose bytes cannot be decoded.
 	ErrCorrupt = errors.New("catalog: corrupt metadata")
 )
@@ -213,6 +215,9 @@ func (c *Catalog) AllTables() ([]Table, error) {
 // AssignmentsRoot is the znode under which every change to bucket
 // assignments and leaders happens: watch it (recursively) to follow them.
 func AssignmentsRoot() string { return assignmentsPath }
+
+// TabletServerPath returns the znode of node id's registration.
+func TabletServerPath(id int32) string { return tabletServerIDPath(id) }
 
 // TabletServer is a registered (live) tablet server.
 type TabletServer struct {

@@ -148,3 +148,53 @@ func TestCorruptZnodeIsAnError(t *testing.T) {
 		t.Fatalf("corrupt database znode: %v, want ErrCorrupt", err)
 	}
 }
+
+func TestCheckWrite(t *testing.T) {
+	n := metatest.NewNode(t)
+	c := New(n)
+	elect, _, _, err := c.ElectOps(1, "127.0.0.1:9123")
+	if err != nil {
+		t.Fatal(err)
+	}
+	createDB, err := c.CreateDatabaseOps("db", DatabaseRegistration{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := RegisterTabletServerOp(1, TabletServerRegistration{Listeners: Listeners("127.0.0.1:9123")})
+	persistentReg := reg
+	persistentReg.Mode = raftmeta.Persistent
+	epochPath := coordinatorEpochPath
+	for _, tc := range []struct {
+		name    string
+		from    string
+		session int64
+		ops     []raftmeta.Op
+		refused bool
+	}{
+		{"first coordinator bootstraps and elects", "1", 0, append(c.BootstrapOps("cid"), elect...), false},
+		{"bump of the epoch", "1", 0, []raftmeta.Op{raftmeta.SetDataOp(epochPath, []byte("2"), 0), raftmeta.SetDataOp(coordinatorActivePath, nil, -1)}, false},
+		{"fenced change", "1", 0, append([]raftmeta.Op{EpochCheck(3)}, createDB...), false},
+		{"own registration", "1", 7, []raftmeta.Op{reg}, false},
+		{"outside the root", "1", 0, []raftmeta.Op{raftmeta.CreateOp("/stromboli", nil, raftmeta.Persistent), raftmeta.DeleteOp("/x", -1)}, false},
+		{"checks only", "1", 0, []raftmeta.Op{raftmeta.CheckOp(Root, -1), raftmeta.CheckOp(epochPath, -1)}, false},
+
+		{"unfenced create", "1", 0, []raftmeta.Op{raftmeta.CreateOp(Root+"/pwned", nil, raftmeta.Persistent)}, true},
+		{"unfenced change", "1", 0, createDB, true},
+		{"bootstrap without the epoch", "1", 0, c.BootstrapOps("cid"), true},
+		{"check of any version fences nothing", "1", 0, append([]raftmeta.Op{raftmeta.CheckOp(epochPath, -1)}, createDB...), true},
+		{"unfenced delete of a registration", "1", 0, []raftmeta.Op{raftmeta.DeleteOp(tabletServerIDPath(1), -1)}, true},
+		{"another node's registration", "2", 7, []raftmeta.Op{reg}, true},
+		{"registration without a session", "1", 0, []raftmeta.Op{reg}, true},
+		{"persistent registration", "1", 7, []raftmeta.Op{persistentReg}, true},
+		{"registration with more", "1", 7, []raftmeta.Op{reg, raftmeta.SetDataOp(clusterIDPath, nil, -1)}, true},
+		{"epoch deleted in a fenced multi", "1", 0, []raftmeta.Op{EpochCheck(3), raftmeta.DeleteOp(epochPath, -1)}, true},
+		{"epoch set without a version", "1", 0, []raftmeta.Op{raftmeta.SetDataOp(epochPath, []byte("9"), -1)}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckWrite(tc.from, tc.session, tc.ops)
+			if tc.refused != (err != nil) || (err != nil && !errors.Is(err, ErrUnfencedWrite)) {
+				t.Fatalf("CheckWrite = %v, want refused %v", err, tc.refused)
+			}
+		})
+	}
+}

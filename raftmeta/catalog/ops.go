@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"strom/raftmeta"
 	"strom/record"
@@ -20,6 +21,49 @@ import (
 // epoch znode still has version (the version seen when the coordinator took
 // office).
 func EpochCheck(version int32) raftmeta.Op { return raftmeta.CheckOp(coordinatorEpochPath, version) }
+
+// CheckWrite is the raftmeta.Config.CheckWrite of a Strom node: it refuses
+// any write under Root that is neither
+//
+//   - fenced by the coordinator epoch: a multi with a check or a versioned
+//     setData of /strom/coordinators/epoch (EpochCheck, ElectOps), or its
+//     create (the first coordinator's); the epoch znode itself is never
+//     deleted, nor set without a version;
+//   - nor node from's own registration: one ephemeral create of
+//     /strom/tabletservers/ids/<from> in a session (RegisterTabletServerOp).
+//
+// Writes elsewhere in the tree (a ZooKeeper client's) are not its concern.
+// The refusal wraps ErrUnfencedWrite and names the first offending op.
+func CheckWrite(from string, session int64, ops []raftmeta.Op) error {
+	fenced := false
+	var write *raftmeta.Op // the first write under Root
+	for i := range ops {
+		op := &ops[i]
+		if op.Path != Root && !strings.HasPrefix(op.Path, Root+"/") {
+			continue
+		}
+		if op.Path == coordinatorEpochPath {
+			switch {
+			case op.Kind == raftmeta.OpCreate,
+				(op.Kind == raftmeta.OpCheck || op.Kind == raftmeta.OpSetData) && op.Version >= 0:
+				fenced = true
+			case op.Kind != raftmeta.OpCheck:
+				return fmt.Errorf("%w: %s of %s (the epoch is only created or bumped with its version)", ErrUnfencedWrite, op.Kind, op.Path)
+			}
+		}
+		if op.Kind != raftmeta.OpCheck && write == nil {
+			write = op
+		}
+	}
+	switch {
+	case write == nil, fenced:
+		return nil
+	case len(ops) == 1 && session != 0 && write.Kind == raftmeta.OpCreate &&
+		write.Mode == raftmeta.Ephemeral && write.Path == tabletServerIDsPath+"/"+from:
+		return nil
+	}
+	return fmt.Errorf("%w: %s of %s by node %s", ErrUnfencedWrite, write.Kind, write.Path, from)
+}
 
 // BootstrapOps creates the fixed znodes that do not exist yet, and records
 // clusterID if the cluster has none.

@@ -48,6 +48,7 @@ func newShimCluster(t *testing.T, size int) *shimCluster {
 		cfg.CommitTimeout = 5 * time.Millisecond
 		cfg.SessionCheckInterval = 20 * time.Millisecond
 		cfg.ForwardAddr = func(id string) string { return fwd[id] }
+		cfg.ForwardSecret = []byte("zkwire-cluster-test-secret-32-bytes")
 		n, err := raftmeta.Open(cfg)
 		if err != nil {
 			t.Fatal(err)

@@ -199,17 +199,16 @@ func (c *Coordinator) takeOffice(ctx context.Context) (*term, error) {
 	if err := c.meta.Barrier(ctx); err != nil {
 		return nil, fmt.Errorf("barrier: %w", err)
 	}
-	if ops := c.cat.BootstrapOps(c.cfg.ClusterID); len(ops) > 0 {
-		if _, err := c.meta.Multi(ctx, 0, ops...); err != nil {
-			return nil, fmt.Errorf("create fixed znodes: %w", err)
-		}
-	}
 	ops, epoch, version, err := c.cat.ElectOps(c.cfg.NodeID, c.cfg.APIAddress)
 	if err != nil {
 		return nil, err
 	}
+	// The fixed znodes a new cluster lacks are created in the same multi,
+	// fenced, as every write under the root, by the epoch's create or bump
+	// (catalog.CheckWrite).
+	ops = append(c.cat.BootstrapOps(c.cfg.ClusterID), ops...)
 	if _, err := c.meta.Multi(ctx, 0, ops...); err != nil {
-		return nil, fmt.Errorf("bump coordinator epoch: %w", err)
+		return nil, fmt.Errorf("take office (create fixed znodes, bump the coordinator epoch): %w", err)
 	}
 	return &term{epoch: epoch, epochVersion: version, requests: make(chan request), done: make(chan struct{})}, nil
 }
