@@ -13,8 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"strom/raftmeta"
 	"strom/raftmeta/catalog"
+	stromv1 "strom/rpc/gen/strom/v1"
 )
 
 // forwardedProposal is a forward request proposing one command, encoded by
@@ -132,6 +135,52 @@ func TestUnfencedStromWritesAreRefused(t *testing.T) {
 	}
 	if _, err := s.meta.Create(ctx, "/elsewhere", nil, raftmeta.Persistent); err != nil {
 		t.Errorf("write outside /strom: %v", err)
+	}
+}
+
+// TestNodeRegistersAgain: a node whose registration disappears (session
+// closed, or the znode deleted) registers again, and tables can be created
+// again.
+func TestNodeRegistersAgain(t *testing.T) {
+	s := startServer(t, testConfig(t, t.TempDir()))
+	ctx := t.Context()
+	c := adminClient(s)
+	mustCreateDB(t, c, "db")
+	waitRegistered := func(what string, notOwner int64) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			owner, err := s.cat.TabletServerOwner(s.cfg.NodeID)
+			if err == nil && owner != 0 && owner != notOwner {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not registered again (owner %#x, %v)", what, owner, err)
+			}
+			time.Sleep(10 * time.Millisecond) // polling
+		}
+	}
+
+	old := s.session.Load()
+	if err := s.meta.CloseSession(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	waitRegistered("session closed", old)
+	mustCreateLogTable(t, c, "db", "after_close")
+
+	// The znode deleted by a fenced write: the session lives on and
+	// registers it again.
+	_, _, version, err := s.cat.Coordinator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.meta.Multi(ctx, 0, catalog.EpochCheck(version), raftmeta.DeleteOp(catalog.TabletServerPath(s.cfg.NodeID), -1)); err != nil {
+		t.Fatal(err)
+	}
+	waitRegistered("registration deleted", 0)
+	mustCreateLogTable(t, c, "db", "after_delete")
+	if _, err := c.ListTables(ctx, connect.NewRequest(&stromv1.ListTablesRequest{Database: "db"})); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -67,6 +67,12 @@ type Server struct {
 	ready   atomic.Bool
 	session atomic.Int64 // the node's metadata session, 0 before registration
 
+	// heartbeatStop ends the heartbeat loop, which closes heartbeatDone on
+	// exit; nil before it starts. Stop ends it before closing the session,
+	// which it would otherwise register again.
+	heartbeatStop context.CancelFunc
+	heartbeatDone chan struct{}
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
@@ -230,10 +236,11 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 			s.lg.Error("replica manager stopped", "err", err)
 		}
 	}()
-	s.wg.Add(1)
+	hbCtx, hbStop := context.WithCancel(runCtx)
+	s.heartbeatStop, s.heartbeatDone = hbStop, make(chan struct{})
 	go func() {
-		defer s.wg.Done()
-		s.heartbeat(runCtx)
+		defer close(s.heartbeatDone)
+		s.heartbeat(hbCtx)
 	}()
 	s.wg.Add(1)
 	go func() {
@@ -287,7 +294,7 @@ func (s *Server) tryRegister(ctx context.Context) error {
 			return fmt.Errorf("close stale session %#x: %w", old, err)
 		}
 	}
-	if s.session.Load() == 0 {
+	if _, live := s.meta.Session(s.session.Load()); !live {
 		sess, err := s.meta.CreateSession(ctx, s.cfg.SessionTimeout)
 		if err != nil {
 			return err
@@ -301,17 +308,53 @@ func (s *Server) tryRegister(ctx context.Context) error {
 	return err
 }
 
-// heartbeat keeps the node's metadata session alive.
+// registerRetry is how long the heartbeat loop waits before it tries a
+// failed registration again.
+const registerRetry = 500 * time.Millisecond
+
+// heartbeat keeps the node's metadata session alive and its registration in
+// place: when the registration disappears (its session expired or was
+// closed, or the znode was deleted), a watch wakes the loop, which
+// registers again, under a new session if the old one is gone. A tick
+// checks too, for what fires no watch (a snapshot installed over the tree).
 func (s *Server) heartbeat(ctx context.Context) {
 	t := time.NewTicker(s.cfg.SessionTimeout / 3)
 	defer t.Stop()
+	w := s.meta.NewWatcher()
+	defer w.Close()
+	events := w.Events()
+	if err := s.meta.AddWatch(catalog.TabletServerPath(s.cfg.NodeID), w, raftmeta.WatchPersistent); err != nil {
+		s.lg.Warn("cannot watch the node's registration; checking it every tick only", "err", err)
+	}
+	var retry <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 			s.meta.Touch(s.session.Load())
+		case _, ok := <-events:
+			if !ok {
+				events = nil // the metadata replica is closing
+			}
+		case <-retry:
 		}
+		retry = nil
+		if owner, err := s.cat.TabletServerOwner(s.cfg.NodeID); err == nil && owner != 0 && owner == s.session.Load() {
+			continue
+		}
+		s.lg.Warn("node registration gone; registering again", "session", fmt.Sprintf("%#x", s.session.Load()))
+		rctx, cancel := context.WithTimeout(ctx, s.cfg.SessionTimeout)
+		err := s.tryRegister(rctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				s.lg.Warn("registration failed; retrying", "err", err)
+				retry = time.After(registerRetry)
+			}
+			continue
+		}
+		s.lg.Info("node registered again", "session", fmt.Sprintf("%#x", s.session.Load()))
 	}
 }
 
@@ -365,6 +408,10 @@ func (s *Server) stop(ctx context.Context) error {
 		if err := s.zk.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("stop zookeeper shim: %w", err))
 		}
+	}
+	if s.heartbeatStop != nil {
+		s.heartbeatStop()
+		<-s.heartbeatDone
 	}
 	if id := s.session.Load(); id != 0 && s.meta != nil {
 		if err := s.meta.CloseSession(ctx, id); err != nil {
