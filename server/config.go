@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"sort"
@@ -64,6 +65,18 @@ type Config struct {
 	// SegmentBytes is the size at which a bucket's log rolls to a new
 	// segment (log.segment.file-size, Fluss's key; default 1 GiB).
 	SegmentBytes int64
+	// FlushIntervalMessages makes a bucket's log fsync once this many
+	// messages (records) have arrived since its last fsync; the high
+	// watermark (what acks=-1 writes and consumers wait for) then waits for
+	// the fsync (log.flush.interval-messages, Kafka's and Fluss's key;
+	// default 9223372036854775807, never: like Kafka and Fluss, Strom
+	// leaves fsyncs to the kernel and durability to replication).
+	FlushIntervalMessages int64
+	// FlushIntervalMs makes a bucket's log fsync data this many
+	// milliseconds after its last fsync, the high watermark waiting
+	// likewise (log.flush.interval-ms, Kafka's key; default
+	// 9223372036854775807, never).
+	FlushIntervalMs int64
 	// WriterIDExpirationTime is how long a bucket remembers an idempotent
 	// writer after its last batch (server.writer-id.expiration-time, Fluss's
 	// key; default 7 days). A writer idle for longer must start again at
@@ -156,6 +169,8 @@ func DefaultConfig() Config {
 		DefaultReplicationFactor: 1,
 		SessionTimeout:           30 * time.Second,
 		SegmentBytes:             1 << 30,
+		FlushIntervalMessages:    math.MaxInt64,
+		FlushIntervalMs:          math.MaxInt64,
 		ShutdownTimeout:          30 * time.Second,
 		ScannerTTL:               time.Minute,
 		LogFormat:                "text",
@@ -224,6 +239,19 @@ func intKey(name, flag, usage string, field func(*Config) *int) Key {
 		get: func(c *Config) string { return strconv.Itoa(*field(c)) }}
 }
 
+func int64Key(name, usage string, field func(*Config) *int64) Key {
+	return Key{Name: name, Usage: usage,
+		set: func(c *Config, v string) error {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return fmt.Errorf("want a whole number, got %q", v)
+			}
+			*field(c) = n
+			return nil
+		},
+		get: func(c *Config) string { return strconv.FormatInt(*field(c), 10) }}
+}
+
 func durationKey(name, flag, usage string, field func(*Config) *time.Duration) Key {
 	return Key{Name: name, Flag: flag, Usage: usage,
 		set: func(c *Config, v string) error {
@@ -290,6 +318,10 @@ func Keys() []Key {
 				return nil
 			},
 			get: func(c *Config) string { return strconv.FormatBool(c.LogValidationFull) }},
+		int64Key("log.flush.interval-messages", "fsync a bucket's log after this many messages; acks=-1 and reads wait for it (9223372036854775807: never)",
+			func(c *Config) *int64 { return &c.FlushIntervalMessages }),
+		int64Key("log.flush.interval-ms", "fsync a bucket's log this many milliseconds after its last fsync; acks=-1 and reads wait for it (9223372036854775807: never)",
+			func(c *Config) *int64 { return &c.FlushIntervalMs }),
 		{Name: "debug.pprof", Flag: "pprof", Bool: true, Usage: "serve Go's profiler under /debug/pprof/ (true or false)",
 			set: func(c *Config, v string) error {
 				b, err := strconv.ParseBool(strings.TrimSpace(v))
@@ -456,6 +488,12 @@ func (c Config) Validate() error {
 	if c.SegmentBytes < 1<<10 || c.SegmentBytes > 1<<31-1 {
 		bad("log.segment.file-size", "must be between 1kb and 2gb, got %d bytes", c.SegmentBytes)
 	}
+	if c.FlushIntervalMessages < 1 {
+		bad("log.flush.interval-messages", "must be ≥ 1 (%d: never), got %d", int64(math.MaxInt64), c.FlushIntervalMessages)
+	}
+	if c.FlushIntervalMs < 1 {
+		bad("log.flush.interval-ms", "must be ≥ 1 (%d: never), got %d", int64(math.MaxInt64), c.FlushIntervalMs)
+	}
 	if c.SessionTimeout < time.Second {
 		bad("session.timeout", "must be at least 1s, got %s", c.SessionTimeout)
 	}
@@ -514,6 +552,15 @@ func (c Config) Validate() error {
 		}
 	}
 	return errors.Join(problems...)
+}
+
+// flushInterval is log.flush.interval-ms as the log's FlushInterval: 0
+// (never) for a value too large for a time.Duration.
+func (c Config) flushInterval() time.Duration {
+	if c.FlushIntervalMs > math.MaxInt64/int64(time.Millisecond) {
+		return 0
+	}
+	return time.Duration(c.FlushIntervalMs) * time.Millisecond
 }
 
 // advertised returns addr with an unspecified host replaced by 127.0.0.1, or

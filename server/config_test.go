@@ -99,3 +99,26 @@ func TestExampleConfig(t *testing.T) {
 		t.Fatalf("example config read as %+v", cfg)
 	}
 }
+
+// The flush keys default to never (Kafka's Long.MAX_VALUE), are read from
+// the environment like every key, and refuse values below 1 naming the key.
+func TestFlushKeys(t *testing.T) {
+	cfg := DefaultConfig()
+	if cfg.flushInterval() != 0 || cfg.FlushIntervalMessages != 1<<63-1 {
+		t.Fatalf("defaults: interval %s, messages %d; want never", cfg.flushInterval(), cfg.FlushIntervalMessages)
+	}
+	env := map[string]string{"STROM_LOG_FLUSH_INTERVAL_MESSAGES": "1", "STROM_LOG_FLUSH_INTERVAL_MS": "250"}
+	if err := cfg.LoadEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.FlushIntervalMessages != 1 || cfg.flushInterval() != 250*time.Millisecond {
+		t.Fatalf("from the environment: messages %d, interval %s", cfg.FlushIntervalMessages, cfg.flushInterval())
+	}
+	cfg.FlushIntervalMessages, cfg.FlushIntervalMs = 0, -1
+	err := cfg.Validate()
+	for _, want := range []string{"log.flush.interval-messages", "log.flush.interval-ms"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not name %q", err, want)
+		}
+	}
+}

@@ -178,6 +178,7 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 
 	lc := log.DefaultConfig()
 	lc.SegmentBytes = cfg.SegmentBytes
+	lc.FlushMessages, lc.FlushInterval = cfg.FlushIntervalMessages, cfg.flushInterval()
 	lc.WriterExpiration = cfg.WriterIDExpirationTime
 	s.kvCache = pebble.NewCache(kvCacheBytes)
 	s.replicas = replica.NewManager(replica.Config{

@@ -26,9 +26,10 @@ import (
 //
 // leaderEpoch below the latest epoch the log has seen (or negative) gives
 // ErrFencedLeaderEpoch; a newer one is recorded in the epoch cache as
-// starting at the first offset appended. The append is not fsynced (see
-// Flush). It blocks on file I/O while holding the writer lock; reads are
-// not blocked.
+// starting at the first offset appended. The append is not fsynced here:
+// the flusher does it as Config's flush policy says (or Flush). It blocks
+// on the write while holding the writer lock, never on an fsync; reads
+// are not blocked.
 func (t *Tablet) AppendAsLeader(batches []byte, leaderEpoch int32, now time.Time) (AppendInfo, error) {
 	v, err := t.Validate(batches)
 	if err != nil {
@@ -180,6 +181,9 @@ func (t *Tablet) write(batches []byte, hs []record.Batch) error {
 		t.mu.maxTs = max(t.mu.maxTs, h.CommitTimestamp())
 	}
 	t.mu.logEnd = hs[len(hs)-1].NextOffset()
+	if t.cfg.flushPolicy() {
+		t.wakeFlusher()
+	}
 	return nil
 }
 
@@ -207,19 +211,15 @@ func (t *Tablet) maybeRoll(n, ts, last int64, count int) error {
 }
 
 // roll seals the active segment and creates the next one at the log end:
-// fsync the segment, write its index files, write the writer snapshot at
-// the new base, create the new file, fsync the directory, then publish.
-// Because a segment is fsynced before the next exists, only the last
-// segment can have a torn tail after a crash. appendMu held.
+// write its index files, write the writer snapshot at the new base, create
+// the new file, publish, and hand the sealed segment to the flusher, which
+// fsyncs it (and its index files) outside every lock before the recovery
+// point passes it. Until then recovery scans it like the last segment, so
+// a torn tail in it is cut like one. appendMu held.
 func (t *Tablet) roll() error {
 	old := t.active()
 	base := t.mu.logEnd
-	if !t.cfg.NoSync {
-		if err := old.f.Sync(); err != nil {
-			return fmt.Errorf("roll: sync segment %d: %w", old.base, err)
-		}
-	}
-	if err := t.writeIndexFiles(old); err != nil {
+	if err := t.writeIndexFiles(old, false); err != nil {
 		return fmt.Errorf("roll: %w", err)
 	}
 	if err := t.writeSnapshot(base); err != nil {
@@ -229,21 +229,15 @@ func (t *Tablet) roll() error {
 	if err != nil {
 		return fmt.Errorf("roll: %w", err)
 	}
-	if !t.cfg.NoSync {
-		if err := syncDir(t.dir); err != nil {
-			s.f.Close()
-			return fmt.Errorf("roll: %w", err)
-		}
-	}
 	// A reader that saw this segment sealed before a truncation
 	// reactivated it may have cached the index files of that time.
 	old.closeIndexFiles(false)
 	t.mu.Lock()
-	old.sealed = true
-	old.nOffsets, old.nTimes = len(old.offsets), len(old.finalTimes())
-	old.offsets, old.times = nil, nil
+	old.seal()
 	t.mu.segments = append(t.mu.segments, s)
+	t.mu.unsynced = append(t.mu.unsynced, old)
 	t.mu.Unlock()
+	t.wakeFlusher()
 	// Snapshots taken by Close inside the sealed segment are superseded by
 	// the one at its end.
 	return t.removeSnapshots(func(o int64) bool { return o > old.base && o < base })

@@ -14,6 +14,11 @@ import (
 const (
 	// hwFile holds the high watermark checkpoint.
 	hwFile = "high-watermark"
+	// recoveryPointFile holds the recovery point: the base offset of the
+	// first segment not known to be fsynced (Kafka's recovery point, at
+	// segment granularity). Recovery trusts the segments before it and
+	// scans the rest.
+	recoveryPointFile = "recovery-point"
 	// cleanFile exists only between a clean Close and the next Open.
 	cleanFile = "clean-shutdown"
 )
@@ -63,15 +68,16 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// encodeHW is the high watermark file: a version line (0) and the offset.
-func encodeHW(hw int64) []byte {
-	return []byte("0\n" + strconv.FormatInt(hw, 10) + "\n")
+// encodeOffset is the format of the high watermark and recovery point
+// files: a version line (0) and the offset.
+func encodeOffset(o int64) []byte {
+	return []byte("0\n" + strconv.FormatInt(o, 10) + "\n")
 }
 
-// readHW reads the high watermark checkpoint; ok is false when there is
-// none.
-func readHW(dir string) (hw int64, ok bool, err error) {
-	data, err := os.ReadFile(filepath.Join(dir, hwFile))
+// readOffset reads a file written with encodeOffset; ok is false when
+// there is none.
+func readOffset(dir, name string) (o int64, ok bool, err error) {
+	data, err := os.ReadFile(filepath.Join(dir, name))
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, false, nil
 	}
@@ -80,11 +86,11 @@ func readHW(dir string) (hw int64, ok bool, err error) {
 	}
 	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
 	if len(lines) != 2 || lines[0] != "0" {
-		return 0, false, fmt.Errorf("%s: want a version line \"0\" and an offset line, have %q", hwFile, data)
+		return 0, false, fmt.Errorf("%s: want a version line \"0\" and an offset line, have %q", name, data)
 	}
-	hw, err = strconv.ParseInt(lines[1], 10, 64)
-	if err != nil || hw < 0 {
-		return 0, false, fmt.Errorf("%s: offset line %q is not an offset", hwFile, lines[1])
+	o, err = strconv.ParseInt(lines[1], 10, 64)
+	if err != nil || o < 0 {
+		return 0, false, fmt.Errorf("%s: offset line %q is not an offset", name, lines[1])
 	}
-	return hw, true, nil
+	return o, true, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
 	"time"
 )
 
@@ -38,6 +39,29 @@ type Config struct {
 	// server.writer-id.expiration-time, default 7 days; 0 keeps writers
 	// forever).
 	WriterExpiration time.Duration
+	// FlushMessages is the flush policy by count: the log fsyncs once this
+	// many messages (records, i.e. offsets) have been appended since the
+	// last fsync (Kafka's and Fluss's log.flush.interval-messages; default
+	// math.MaxInt64, never; at least 1). See FlushInterval.
+	FlushMessages int64
+	// FlushInterval is the flush policy by time: the log fsyncs data that
+	// is this old since the last fsync (log.flush.interval-ms; 0, the
+	// default, never). With either policy set the high watermark never
+	// passes data that is not fsynced (SetHighWatermark stops at
+	// FlushedOffset), so what is committed survives a power cut. Without
+	// one, appends reach the disk when the kernel writes them back or the
+	// segment rolls; replication is what protects them (Kafka's and
+	// Fluss's default).
+	FlushInterval time.Duration
+	// OnFlush, if set, is called after FlushedOffset advanced, by the
+	// goroutine that fsynced, holding no lock of the tablet (the replica
+	// layer moves its high watermark there). It must not wait for the
+	// tablet's appends or Close.
+	OnFlush func()
+	// SyncFile fsyncs a file of log data (segments and their indexes); nil
+	// means (*os.File).Sync. A seam for tests that delay or fail fsyncs, to
+	// be replaced by a filesystem interface (issue #13).
+	SyncFile func(f *os.File) error
 	// NoSync skips every fsync (segment rolls, checkpoints, directory
 	// updates, Flush). The log still survives a killed process intact, but
 	// not a power cut. For tests and benchmarks.
@@ -56,6 +80,7 @@ func DefaultConfig() Config {
 		IndexIntervalBytes: 4096,
 		IndexFileBytes:     10 << 20,
 		WriterExpiration:   7 * 24 * time.Hour,
+		FlushMessages:      math.MaxInt64,
 	}
 }
 
@@ -81,6 +106,12 @@ func (c Config) Validate() error {
 	if c.WriterExpiration < 0 {
 		bad("WriterExpiration", "(server.writer-id.expiration-time) %s is negative (0 keeps writers forever)", c.WriterExpiration)
 	}
+	if c.FlushMessages < 1 {
+		bad("FlushMessages", "(log.flush.interval-messages) %d is below 1 (%d never flushes by count)", c.FlushMessages, int64(math.MaxInt64))
+	}
+	if c.FlushInterval < 0 {
+		bad("FlushInterval", "(log.flush.interval-ms) %s is negative (0 never flushes by time)", c.FlushInterval)
+	}
 	if c.IndexFileBytes < timeEntrySize {
 		bad("IndexFileBytes", "(log.index.file-size) %d is below %d bytes (one time index entry)", c.IndexFileBytes, timeEntrySize)
 	}
@@ -99,6 +130,11 @@ func (c Config) now() time.Time {
 		return c.Now()
 	}
 	return time.Now()
+}
+
+// flushPolicy reports whether the high watermark waits for fsyncs.
+func (c Config) flushPolicy() bool {
+	return c.FlushMessages < math.MaxInt64 || c.FlushInterval > 0
 }
 
 // maxIndexEntries is the most entries either index of a segment may hold.

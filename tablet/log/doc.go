@@ -10,13 +10,16 @@
 // on the follower path (AppendAsFollower), serves reads of whole batches
 // bounded by a caller-given maximum offset (the high watermark), looks up
 // offsets by timestamp, truncates to a point of divergence, deletes old
-// segments (time-to-live, or below a tiered offset), and recovers after a
-// crash by cutting a torn tail off the last segment and reporting it.
+// segments (time-to-live, or below a tiered offset), fsyncs in a
+// goroutine of its own (rolled segments, and the active one as Config's
+// flush policy says, holding the high watermark below what is not yet
+// fsynced), and recovers after a crash by cutting a torn tail off the
+// segments not known to be fsynced and reporting it.
 //
-// It does not own replication, the high watermark's computation, fsync
-// policy, scheduling of retention or checkpoints, remote storage, or the
-// meaning of the records inside batches (it never looks past a batch's
-// header). The caller (tablet/replica) drives all of those.
+// It does not own replication, the high watermark's computation,
+// scheduling of retention or checkpoints, remote storage, or the meaning
+// of the records inside batches (it never looks past a batch's header).
+// The caller (tablet/replica) drives all of those.
 //
 // All methods are safe for concurrent use; reads run in parallel with
 // appends without holding locks during file I/O. DESIGN.md has the file

@@ -87,6 +87,7 @@ func openT(t testing.TB, cfg Config) *Tablet {
 // crash abandons the tablet as a killed process would: files are closed
 // and nothing is flushed, checkpointed or marked clean.
 func (t *Tablet) crash() {
+	t.stopFlusher()
 	t.appendMu.Lock()
 	defer t.appendMu.Unlock()
 	t.mu.Lock()

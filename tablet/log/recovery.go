@@ -22,19 +22,26 @@ type RecoveryInfo struct {
 	Clean bool
 	// Segments is the number of segments opened.
 	Segments int
-	// ScannedBatches is the number of batches whose CRC Open checked: the
-	// whole last segment after an unclean stop.
+	// ScannedBatches is the number of batches whose CRC Open checked: after
+	// an unclean stop, the segments from the recovery point on (normally
+	// the last one).
 	ScannedBatches int
-	// Truncated reports that the last segment's tail was cut; the fields
-	// after it say where and why.
+	// Truncated reports that the log's tail was cut (in the last segment,
+	// or in a sealed one not yet fsynced); the fields after it say where
+	// and why.
 	Truncated bool
 	// TruncatedSegment is the base offset of the segment that was cut.
 	TruncatedSegment int64
 	// TruncatedPosition is the byte position of the cut in that segment
 	// file: everything from it on was dropped.
 	TruncatedPosition int64
-	// TruncatedBytes is the number of bytes dropped.
+	// TruncatedBytes is the number of bytes dropped (of that segment and
+	// of the segments after it).
 	TruncatedBytes int64
+	// DroppedSegments is the number of whole segments deleted after the
+	// cut: segments that were not yet fsynced may follow a sealed segment
+	// whose tail a power cut lost.
+	DroppedSegments int
 	// TruncatedOffset is the first offset that was not recovered (the log
 	// end after the cut).
 	TruncatedOffset int64
@@ -122,16 +129,40 @@ func (t *Tablet) load() error {
 			t.mu.segments = append(t.mu.segments, &segment{base: b, dir: t.dir, f: f})
 		}
 	}
+	// The segments from the one holding the recovery point on may not have
+	// been fsynced (a roll leaves that to the flusher): after an unclean
+	// stop they are scanned and cut like a last segment. The others were
+	// fsynced; damage there is not a torn write.
 	segs := t.mu.segments
-	for i, s := range segs[:len(segs)-1] {
+	k := len(segs) - 1
+	rp, ok, err := readOffset(t.dir, recoveryPointFile)
+	t.rpWritten = -1
+	switch {
+	case err != nil:
+		t.lg.Warn("recovery point checkpoint unreadable, scanning every segment", "error", err)
+		rp = 0
+	case !ok:
+		rp = segs[k].base // none yet, or written by a version that fsynced at every roll
+	default:
+		t.rpWritten = rp
+	}
+	for !clean && k > 0 && segs[k].base > rp {
+		k--
+	}
+	for i, s := range segs[:k] {
 		if err := t.loadSealed(s, segs[i+1].base); err != nil {
 			return err
 		}
 	}
-	last := segs[len(segs)-1]
-	if err := t.loadActive(last, clean); err != nil {
+	if clean {
+		if err := t.loadActive(segs[k], true); err != nil {
+			return err
+		}
+	} else if err := t.recoverUnsynced(k); err != nil {
 		return err
 	}
+	segs = t.mu.segments
+	last := segs[len(segs)-1]
 	// The active segment's index files are rewritten when it is sealed or
 	// closed; stale ones must not survive into a later crash recovery.
 	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
@@ -142,6 +173,9 @@ func (t *Tablet) load() error {
 	t.recomputeMaxTsLocked()
 	t.recovery.Segments = len(segs)
 	t.recovery.LogStartOffset, t.recovery.LogEndOffset = segs[0].base, t.mu.logEnd
+	if err := t.checkpointRecoveryPoint(); err != nil {
+		return err
+	}
 
 	if err := t.loadEpochs(); err != nil {
 		return err
@@ -151,7 +185,7 @@ func (t *Tablet) load() error {
 		return err
 	}
 	t.recovery.WriterSnapshot = snap
-	hw, ok, err := readHW(t.dir)
+	hw, ok, err := readOffset(t.dir, hwFile)
 	if err != nil {
 		t.lg.Warn("high watermark checkpoint unreadable, starting from the log start", "error", err)
 	}
@@ -229,13 +263,11 @@ func (t *Tablet) loadSealed(s *segment, next int64) error {
 	if end != next {
 		return &CorruptSegmentError{Path: s.path(logSuffix), Position: size, Err: fmt.Errorf("ends at offset %d, but the next segment starts at %d", end, next)}
 	}
-	if err := t.writeIndexFiles(s); err != nil {
+	if err := t.writeIndexFiles(s, true); err != nil {
 		return err
 	}
 	t.recovery.RebuiltIndexes = append(t.recovery.RebuiltIndexes, s.base)
-	s.sealed = true
-	s.nOffsets, s.nTimes = len(s.offsets), len(s.finalTimes())
-	s.offsets, s.times = nil, nil
+	s.seal()
 	return nil
 }
 
@@ -319,6 +351,71 @@ func readEnds(path string, entrySize int) (fileEnds, error) {
 		}
 	}
 	return fileEnds{n: n, ends: ends}, nil
+}
+
+// recoverUnsynced scans the segments from segs[k] on, which the recovery
+// point does not vouch for, as recoverActive does the last one: each is
+// checked batch by batch (frame, CRC, dense offsets), and at the first
+// invalid byte, or where a segment does not end at the next one's base, the
+// log is cut and the segments after are deleted (a power cut may have lost
+// the tail of a sealed segment that was not yet fsynced). What remains is
+// fsynced, so the recovery point can move to the last segment.
+func (t *Tablet) recoverUnsynced(k int) error {
+	segs := t.mu.segments
+	for i := k; i < len(segs); i++ {
+		s := segs[i]
+		st, err := s.f.Stat()
+		if err != nil {
+			return err
+		}
+		if err := t.recoverActive(s, st.Size()); err != nil {
+			return err
+		}
+		if i == len(segs)-1 {
+			break
+		}
+		next := segs[i+1].base
+		if !t.recovery.Truncated && t.mu.logEnd == next {
+			if err := t.writeIndexFiles(s, true); err != nil {
+				return err
+			}
+			s.seal()
+			continue
+		}
+		var dropped int64
+		for _, d := range segs[i+1:] {
+			st, err := d.f.Stat()
+			if err != nil {
+				return err
+			}
+			dropped += st.Size()
+		}
+		if !t.recovery.Truncated {
+			t.noteCut(s, s.size, 0, fmt.Sprintf("the segment ends at offset %d, the next one starts at %d", t.mu.logEnd, next))
+		}
+		t.recovery.TruncatedBytes += dropped
+		t.recovery.DroppedSegments = len(segs) - i - 1
+		// Newest first, so that a crash part way leaves a prefix.
+		for j := len(segs) - 1; j > i; j-- {
+			segs[j].closeFiles()
+			if err := segs[j].removeFiles(); err != nil {
+				return err
+			}
+		}
+		t.lg.Warn("deleted the segments after the cut", "segments", len(segs)-i-1, "bytes_dropped", dropped, "next_offset", t.mu.logEnd)
+		t.mu.segments = segs[:i+1]
+		break
+	}
+	for _, s := range t.mu.segments[k:] {
+		if err := t.syncFile(s.f); err != nil {
+			return fmt.Errorf("sync segment %d: %w", s.base, err)
+		}
+	}
+	if !t.cfg.NoSync {
+		// The rewritten index files, before the recovery point moves.
+		return syncDir(t.dir)
+	}
+	return nil
 }
 
 // loadActive opens the last segment. After a clean Close its index files
@@ -471,21 +568,25 @@ func (t *Tablet) recoverActive(s *segment, size int64) error {
 	if err := s.f.Truncate(pos); err != nil {
 		return fmt.Errorf("cut segment %d at %d: %w", s.base, pos, err)
 	}
-	if !t.cfg.NoSync {
-		if err := s.f.Sync(); err != nil {
-			return fmt.Errorf("sync segment %d: %w", s.base, err)
-		}
+	if err := t.syncFile(s.f); err != nil {
+		return fmt.Errorf("sync segment %d: %w", s.base, err)
 	}
+	t.noteCut(s, pos, size-pos, reason.Error())
+	return nil
+}
+
+// noteCut records and logs that the log was cut at position pos of s,
+// dropping n bytes of it.
+func (t *Tablet) noteCut(s *segment, pos, n int64, reason string) {
 	t.recovery.Truncated = true
 	t.recovery.TruncatedSegment = s.base
 	t.recovery.TruncatedPosition = pos
-	t.recovery.TruncatedBytes = size - pos
-	t.recovery.TruncatedOffset = want
-	t.recovery.TruncateReason = reason.Error()
-	t.lg.Warn("cut invalid tail of the last segment",
-		"segment", s.path(logSuffix), "position", pos, "bytes_dropped", size-pos,
-		"next_offset", want, "reason", reason)
-	return nil
+	t.recovery.TruncatedBytes = n
+	t.recovery.TruncatedOffset = t.mu.logEnd
+	t.recovery.TruncateReason = reason
+	t.lg.Warn("cut invalid tail of the log",
+		"segment", s.path(logSuffix), "position", pos, "bytes_dropped", n,
+		"next_offset", t.mu.logEnd, "reason", reason)
 }
 
 // nextStored reads the next batch from r (at file position pos of a

@@ -98,6 +98,14 @@ func (s *segment) resetEmpty() {
 	s.nOffsets, s.nTimes = 0, 0
 }
 
+// seal makes the active segment sealed: its indexes now live in its index
+// files (written by the caller). appendMu and mu held.
+func (s *segment) seal() {
+	s.sealed = true
+	s.nOffsets, s.nTimes = len(s.offsets), len(s.finalTimes())
+	s.offsets, s.times = nil, nil
+}
+
 // addBatch records a batch appended at pos in the in-memory indexes of the
 // active segment. interval is Config.IndexIntervalBytes.
 func (s *segment) addBatch(pos int64, h record.Batch, interval int64) {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	"strom/record"
 )
@@ -25,14 +26,30 @@ type Tablet struct {
 	maxEntries int   // per index of a segment
 
 	// appendMu serializes every change to the log and is held during the
-	// change's file I/O. Lock order: appendMu, then hwFileMu, then mu.
+	// change's file I/O (but no fsync of segment data, except by Close,
+	// TruncateTo and Open). Lock order: appendMu, flushMu, then hwFileMu or
+	// rpFileMu, then mu.
 	appendMu sync.Mutex
 	// writers and snapshots are guarded by appendMu.
 	writers   *writerState
 	snapshots []int64 // offsets of the writer snapshot files, ascending
 
+	// flushMu serializes flush rounds (flush.go) and is held during their
+	// fsyncs. Only Close takes it while holding appendMu.
+	flushMu sync.Mutex
+	flusher struct {
+		wake     chan struct{} // capacity 1: wakeFlusher
+		stop     chan struct{} // closed by stopFlusher
+		stopOnce sync.Once
+		done     chan struct{} // closed when runFlusher returns
+	}
+
 	// hwFileMu serializes writes of the high watermark checkpoint.
 	hwFileMu sync.Mutex
+	// rpFileMu serializes writes of the recovery point checkpoint, and
+	// guards rpWritten, the value last written.
+	rpFileMu  sync.Mutex
+	rpWritten int64
 
 	// mu guards the in-memory view readers use. It is held only for memory
 	// operations. Fields marked "writer" are written only while holding
@@ -47,6 +64,11 @@ type Tablet struct {
 		closed   bool       // writer
 		hw       int64      // the high watermark
 		truncGen uint64     // bumped (before the files change) by every truncation
+		// flushed: every batch below it is fsynced. With a flush policy
+		// the high watermark stays at or below it.
+		flushed   int64
+		lastFlush time.Time  // when the active segment was last fsynced
+		unsynced  []*segment // sealed segments not yet fsynced, oldest first
 	}
 
 	recovery RecoveryInfo // set by Open, read-only after
@@ -111,14 +133,22 @@ func Open(cfg Config) (*Tablet, error) {
 		}
 		return nil, fmt.Errorf("open log %s: %w", cfg.Dir, err)
 	}
+	t.mu.flushed, t.mu.lastFlush = t.mu.logEnd, time.Now() // load fsynced what it recovered
+	t.flusher.wake = make(chan struct{}, 1)
+	t.flusher.stop = make(chan struct{})
+	t.flusher.done = make(chan struct{})
+	go t.runFlusher()
 	return t, nil
 }
 
-// Close flushes the active segment, writes its indexes, the writer state
-// snapshot, the high watermark checkpoint and the clean-shutdown marker,
-// and closes the files (reads in flight finish first). Later calls return
-// ErrClosed; Close itself may be called again and returns nil.
+// Close stops the flusher, fsyncs every segment not yet fsynced, writes
+// the active segment's indexes, the writer state snapshot, the high
+// watermark checkpoint and the clean-shutdown marker, and closes the files
+// (reads in flight finish first). Later calls return ErrClosed; Close
+// itself may be called again and returns nil. Config.OnFlush is not
+// called.
 func (t *Tablet) Close() error {
+	t.stopFlusher() // before appendMu: a round may be in OnFlush
 	t.appendMu.Lock()
 	defer t.appendMu.Unlock()
 	if t.mu.closed {
@@ -126,12 +156,10 @@ func (t *Tablet) Close() error {
 	}
 	var errs []error
 	s := t.active()
-	if !t.cfg.NoSync {
-		if err := s.f.Sync(); err != nil {
-			errs = append(errs, fmt.Errorf("sync segment %d: %w", s.base, err))
-		}
+	if _, err := t.flushRound(true); err != nil {
+		errs = append(errs, err)
 	}
-	if err := t.writeIndexFiles(s); err != nil {
+	if err := t.writeIndexFiles(s, true); err != nil {
 		errs = append(errs, err)
 	}
 	if err := t.writeSnapshot(t.mu.logEnd); err != nil {
@@ -198,12 +226,18 @@ func (t *Tablet) HighWatermark() int64 {
 }
 
 // SetHighWatermark sets the high watermark, clamped to [log start, log
-// end], and returns the value set. It may move backwards (the replica
-// layer decides); it is persisted by CheckpointHighWatermark and Close.
+// end], and with a flush policy (Config.FlushMessages, FlushInterval) to
+// at most FlushedOffset, and returns the value set. It may move backwards
+// (the replica layer decides); it is persisted by CheckpointHighWatermark
+// and Close.
 func (t *Tablet) SetHighWatermark(o int64) int64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.mu.hw = min(max(o, t.mu.segments[0].base), t.mu.logEnd)
+	limit := t.mu.logEnd
+	if t.cfg.flushPolicy() {
+		limit = min(limit, t.mu.flushed)
+	}
+	t.mu.hw = min(max(o, t.mu.segments[0].base), limit)
 	return t.mu.hw
 }
 
@@ -219,35 +253,11 @@ func (t *Tablet) CheckpointHighWatermark() error {
 	if closed {
 		return ErrClosed
 	}
-	if err := writeFileAtomic(t.dir, hwFile, encodeHW(hw), t.cfg.NoSync); err != nil {
+	if err := writeFileAtomic(t.dir, hwFile, encodeOffset(hw), t.cfg.NoSync); err != nil {
 		return err
 	}
 	if !t.cfg.NoSync {
 		return syncDir(t.dir)
-	}
-	return nil
-}
-
-// Flush fsyncs the active segment, making every batch appended before the
-// call durable (sealed segments were fsynced when they were rolled; the
-// active segment's indexes are rebuilt by recovery, so they need no
-// fsync). It blocks on the fsync but not appends. With Config.NoSync it
-// does nothing.
-func (t *Tablet) Flush() error {
-	t.mu.Lock()
-	if t.mu.closed {
-		t.mu.Unlock()
-		return ErrClosed
-	}
-	s := t.mu.segments[len(t.mu.segments)-1]
-	s.refs++
-	t.mu.Unlock()
-	defer t.release(s)
-	if t.cfg.NoSync {
-		return nil
-	}
-	if err := s.f.Sync(); err != nil {
-		return fmt.Errorf("flush segment %d: %w", s.base, err)
 	}
 	return nil
 }
@@ -373,9 +383,9 @@ func (t *Tablet) retireLocked(segs []*segment) []*segment {
 }
 
 // writeIndexFiles writes s's in-memory indexes to its index files
-// (atomically; fsynced unless NoSync; the caller syncs the directory).
-// appendMu held.
-func (t *Tablet) writeIndexFiles(s *segment) error {
+// (atomically; fsynced if sync and not NoSync; the caller syncs the
+// directory). appendMu held.
+func (t *Tablet) writeIndexFiles(s *segment, sync bool) error {
 	idx := make([]byte, 0, len(s.offsets)*offsetEntrySize)
 	for _, e := range s.offsets {
 		idx = appendOffsetEntry(idx, e)
@@ -385,10 +395,11 @@ func (t *Tablet) writeIndexFiles(s *segment) error {
 	for _, e := range times {
 		tidx = appendTimeEntry(tidx, e)
 	}
-	if err := writeFileAtomic(t.dir, fileName(s.base, indexSuffix), idx, t.cfg.NoSync); err != nil {
+	noSync := t.cfg.NoSync || !sync
+	if err := writeFileAtomic(t.dir, fileName(s.base, indexSuffix), idx, noSync); err != nil {
 		return err
 	}
-	return writeFileAtomic(t.dir, fileName(s.base, timeIndexSuffix), tidx, t.cfg.NoSync)
+	return writeFileAtomic(t.dir, fileName(s.base, timeIndexSuffix), tidx, noSync)
 }
 
 // writeSnapshot writes the writer state as of offset (which must be the

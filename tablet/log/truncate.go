@@ -98,9 +98,11 @@ func (t *Tablet) TruncateTo(offset int64) error {
 	s.sealed, s.nOffsets, s.nTimes = false, 0, 0
 	t.mu.logEnd = newEnd
 	t.mu.hw = min(t.mu.hw, newEnd)
+	t.mu.flushed = min(t.mu.flushed, newEnd)
 	t.mu.epochs = c
 	t.recomputeMaxTsLocked()
 	idle := t.retireLocked(removed)
+	t.pruneUnsyncedLocked()
 	t.mu.Unlock()
 
 	var errs []error
@@ -125,10 +127,8 @@ func (t *Tablet) TruncateTo(offset int64) error {
 	}
 	if err := s.f.Truncate(cutPos); err != nil {
 		errs = append(errs, fmt.Errorf("truncate segment %d at %d: %w", s.base, cutPos, err))
-	} else if !t.cfg.NoSync {
-		if err := s.f.Sync(); err != nil {
-			errs = append(errs, fmt.Errorf("sync segment %d: %w", s.base, err))
-		}
+	} else if err := t.syncFile(s.f); err != nil {
+		errs = append(errs, fmt.Errorf("sync segment %d: %w", s.base, err))
 	}
 	for _, r := range idle {
 		r.closeFiles()
@@ -139,6 +139,10 @@ func (t *Tablet) TruncateTo(offset int64) error {
 		}
 	}
 	if _, err := t.loadWriterState(newEnd); err != nil {
+		errs = append(errs, err)
+	}
+	// The segment the cut made active may lie below the recovery point.
+	if err := t.checkpointRecoveryPoint(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -180,9 +184,10 @@ func (t *Tablet) truncateFullyLocked(offset int64) error {
 	t.mu.Lock()
 	t.mu.truncGen++
 	t.mu.segments = []*segment{ns}
-	t.mu.logEnd, t.mu.hw, t.mu.maxTs = offset, offset, -1
+	t.mu.logEnd, t.mu.hw, t.mu.maxTs, t.mu.flushed = offset, offset, -1, offset
 	t.mu.epochs = epochCache{}
 	idle := t.retireLocked(old)
+	t.pruneUnsyncedLocked()
 	t.mu.Unlock()
 
 	var errs []error
@@ -212,6 +217,9 @@ func (t *Tablet) truncateFullyLocked(offset int64) error {
 		errs = append(errs, err)
 	}
 	if err := t.persistEpochs(epochCache{}); err != nil {
+		errs = append(errs, err)
+	}
+	if err := t.checkpointRecoveryPoint(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {

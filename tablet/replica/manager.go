@@ -244,6 +244,8 @@ func (m *Manager) open(tb TableBucket, t catalog.Table) (*Replica, error) {
 	lc := m.cfg.Log
 	lc.Dir = filepath.Join(m.dir(tb), "log")
 	lc.Logger = m.lg.With("bucket", tb.String())
+	// The log flushes only after appends, which come once r is published.
+	lc.OnFlush = func() { r.logFlushed() }
 	lt, err := log.Open(lc)
 	if err != nil {
 		return nil, fmt.Errorf("open replica %s: %w", tb, err)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -85,6 +87,17 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// leadingReplica waits until the manager hosts tb and leads it.
+func leadingReplica(t *testing.T, m *Manager, tb TableBucket) *Replica {
+	t.Helper()
+	waitFor(t, "replica leading", func() bool {
+		r, err := m.Replica(tb)
+		return err == nil && r.IsLeader()
+	})
+	r, _ := m.Replica(tb)
+	return r
+}
+
 func batch(n int) []byte {
 	buf, _ := record.AppendBatch(nil, record.BatchHeader{SchemaID: 1, AppendOnly: true, WriterID: record.NoWriterID, BatchSequence: record.NoBatchSequence}, n, []byte("records"))
 	return buf
@@ -148,11 +161,7 @@ func TestAcksAllWaitsForTheISR(t *testing.T) {
 	// returns at once.
 	id := createTable(t, meta, "t", 1, []int32{1, 2})
 	tb := TableBucket{id, 0}
-	waitFor(t, "replica leading", func() bool {
-		r, err := m.Replica(tb)
-		return err == nil && r.IsLeader()
-	})
-	r, _ := m.Replica(tb)
+	r := leadingReplica(t, m, tb)
 	if _, err := r.Append(context.Background(), batch(1), 1); err != nil {
 		t.Fatalf("acks=1: %v", err)
 	}
@@ -163,6 +172,65 @@ func TestAcksAllWaitsForTheISR(t *testing.T) {
 	}
 	if res, _ := r.Read(0, 1<<20); res.HighWatermark != 0 || len(res.Batches) != 0 {
 		t.Fatalf("uncommitted data visible: hw %d, %d bytes", res.HighWatermark, len(res.Batches))
+	}
+}
+
+// With log.flush.interval-messages = 1, an acks=-1 append is acknowledged
+// only once its data is fsynced, and no reader sees it before.
+func TestAcksAllWaitsForTheFsync(t *testing.T) {
+	meta := metatest.NewNode(t)
+	started, proceed := make(chan struct{}, 100), make(chan struct{})
+	var armed atomic.Bool
+	m := startManager(t, meta, t.TempDir(), func(c *Config) {
+		c.Log.FlushMessages = 1
+		c.Log.NoSync = false
+		c.Log.SyncFile = func(f *os.File) error { // holds the fsyncs of segments, once armed
+			if armed.Load() && strings.HasSuffix(f.Name(), ".log") {
+				started <- struct{}{}
+				<-proceed
+			}
+			return nil
+		}
+	})
+	var once sync.Once
+	release := func() { once.Do(func() { close(proceed) }) }
+	t.Cleanup(release) // before the manager stops
+	id := createTable(t, meta, "t", 1, []int32{1})
+	tb := TableBucket{id, 0}
+	r := leadingReplica(t, m, tb)
+	armed.Store(true)
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Append(context.Background(), batch(3), -1)
+		done <- err
+	}()
+	select {
+	case <-started:
+	case err := <-done:
+		t.Fatalf("acks=-1 returned (%v) before any fsync", err)
+	}
+	if res, _ := r.Read(0, 1<<20); res.HighWatermark != 0 || len(res.Batches) != 0 {
+		t.Fatalf("during the fsync: high watermark %d, %d bytes readable; want 0, 0", res.HighWatermark, len(res.Batches))
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("acks=-1 returned (%v) during the fsync", err)
+	default:
+	}
+	release()
+	waitFor(t, "acks=-1 to return after the fsync", func() bool {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("acks=-1 after the fsync: %v", err)
+			}
+			return true
+		default:
+			return false
+		}
+	})
+	if res, _ := r.Read(0, 1<<20); res.HighWatermark != 3 || len(res.Batches) == 0 {
+		t.Fatalf("after the fsync: high watermark %d, %d bytes readable; want 3", res.HighWatermark, len(res.Batches))
 	}
 }
 
@@ -202,11 +270,7 @@ func TestWriterBatchesAreAppendedInSequenceOrder(t *testing.T) {
 	m := startManager(t, meta, t.TempDir())
 	id := createTable(t, meta, "t", 1, []int32{1})
 	tb := TableBucket{id, 0}
-	waitFor(t, "replica leading", func() bool {
-		r, err := m.Replica(tb)
-		return err == nil && r.IsLeader()
-	})
-	r, _ := m.Replica(tb)
+	r := leadingReplica(t, m, tb)
 	r.gapWait = time.Hour // a wait ends by its predecessor's append (or its request's end)
 	ctx := context.Background()
 	const writer, n = 42, 40
@@ -305,11 +369,7 @@ func TestIdleWritersExpire(t *testing.T) {
 	})
 	id := createTable(t, meta, "t", 1, []int32{1})
 	tb := TableBucket{id, 0}
-	waitFor(t, "replica leading", func() bool {
-		r, err := m.Replica(tb)
-		return err == nil && r.IsLeader()
-	})
-	r, _ := m.Replica(tb)
+	r := leadingReplica(t, m, tb)
 	if _, err := r.Append(context.Background(), writerBatch(1, 0), -1); err != nil {
 		t.Fatal(err)
 	}

@@ -122,15 +122,16 @@ func (r *Replica) setLeaderAndISR(leader, epoch int32, isr []int32) error {
 }
 
 // maybeAdvanceLocked moves the high watermark to the log end when the
-// leader is the only in-sync replica, and flushes the KV's committed rows
-// into Pebble before anyone is told (so an acknowledged write is visible to
-// lookups).
+// leader is the only in-sync replica (with a log flush policy, only as far
+// as the log is fsynced: log.Tablet.SetHighWatermark stops there), and
+// flushes the KV's committed rows into Pebble before anyone is told (so an
+// acknowledged write is visible to lookups).
 func (r *Replica) maybeAdvanceLocked() error {
-	if r.mu.leader != r.nodeID || len(r.mu.isr) != 1 || r.mu.isr[0] != r.nodeID {
+	if r.mu.closed || r.mu.leader != r.nodeID || len(r.mu.isr) != 1 || r.mu.isr[0] != r.nodeID {
 		return nil
 	}
-	if leo := r.log.LogEndOffset(); leo > r.log.HighWatermark() {
-		hw := r.log.SetHighWatermark(leo)
+	old := r.log.HighWatermark()
+	if hw := r.log.SetHighWatermark(r.log.LogEndOffset()); hw > old {
 		if r.kv != nil {
 			if err := r.kv.FlushTo(hw); err != nil {
 				return fmt.Errorf("bucket %s: flush KV to %d: %w", r.tb, hw, err)
@@ -139,6 +140,16 @@ func (r *Replica) maybeAdvanceLocked() error {
 		r.wakeLocked()
 	}
 	return nil
+}
+
+// logFlushed is the log's Config.OnFlush: more of the log is on disk, so
+// the high watermark may move.
+func (r *Replica) logFlushed() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.maybeAdvanceLocked(); err != nil {
+		r.lg.Error("advance the high watermark after a log flush", "err", err)
+	}
 }
 
 func (r *Replica) wakeLocked() {
@@ -154,8 +165,9 @@ func (r *Replica) IsLeader() bool {
 }
 
 // Append appends client batches as the leader. With acks -1 it waits until
-// the high watermark passes them (ctx bounds the wait); with 0 or 1 it
-// returns after the local append.
+// the high watermark passes them (ctx bounds the wait): with a log flush
+// policy that is once they are fsynced. With 0 or 1 it returns after the
+// local append.
 func (r *Replica) Append(ctx context.Context, batches []byte, acks int) (log.AppendInfo, error) {
 	v, err := r.log.Validate(batches) // once, however often the append is tried
 	if err != nil {
