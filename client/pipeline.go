@@ -132,6 +132,7 @@ type sealedBatch struct {
 	data    []byte
 	futures []*Future
 	memKB   int
+	settled bool // acknowledged or failed; guarded by its sender's mu
 }
 
 // Future is the outcome of one Append.
@@ -426,6 +427,9 @@ type bucketSender struct {
 		// it), and the writer's later batches can never be appended
 		// (they would follow a gap): the next batch starts a new writer.
 		broken bool
+		// window holds the batches that took a slot, in the order they
+		// did, until they and every batch before them have settled.
+		window []*sealedBatch
 	}
 }
 
@@ -449,6 +453,9 @@ func (s *bucketSender) run() {
 			return
 		}
 		s.slots <- struct{}{}
+		s.mu.Lock()
+		s.mu.window = append(s.mu.window, sb)
+		s.mu.Unlock()
 		writerID, seq := record.NoWriterID, record.NoBatchSequence
 		if s.w.cfg.idempotent {
 			s.mu.Lock()
@@ -540,10 +547,25 @@ func (q *batchQueue) pop() (*sealedBatch, bool) {
 	}
 }
 
-// done completes a batch and frees its slot.
+// done completes a batch, then frees the slots of the batches settled
+// from the oldest on. A slot is not reused while an older batch is
+// unsettled: the batches in flight stay within maxInflight sequences of the
+// oldest, so when that one is retried the server, which remembers a
+// writer's last five batches, still knows it if it was appended.
 func (s *bucketSender) done(sb *sealedBatch, base int64, err error) {
 	s.w.complete(sb, base, err)
-	<-s.slots
+	s.mu.Lock()
+	sb.settled = true
+	n := 0
+	for len(s.mu.window) > 0 && s.mu.window[0].settled {
+		s.mu.window[0] = nil
+		s.mu.window = s.mu.window[1:]
+		n++
+	}
+	s.mu.Unlock()
+	for range n {
+		<-s.slots
+	}
 	s.inflight.Add(-1)
 }
 

@@ -3,10 +3,12 @@ package client_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,17 +51,24 @@ func (h *holdBucket) RoundTrip(r *http.Request) (*http.Response, error) {
 	return h.next.RoundTrip(r)
 }
 
-// keyFor returns a bucket-key value that the table's bucketing puts in
-// bucket b.
+// keyFor returns a value of the bucket-key column "k" that the table's
+// bucketing puts in bucket b.
 func keyFor(t *testing.T, tbl *client.Table, b int32) string {
 	t.Helper()
-	kc, err := record.NewKeyCodec(tbl.Schema().Columns, []string{"k"})
+	cols := tbl.Schema().Columns
+	kc, err := record.NewKeyCodec(cols, []string{"k"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	row := make(record.Row, len(cols))
 	for i := 0; ; i++ {
 		k := fmt.Sprintf("key-%d", i)
-		key, err := kc.AppendRow(nil, record.Row{k, int64(0)})
+		for j, c := range cols {
+			if c.Name == "k" {
+				row[j] = k
+			}
+		}
+		key, err := kc.AppendRow(nil, row)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,5 +131,104 @@ func TestSlowBucketDoesNotStallOtherBuckets(t *testing.T) {
 	offs, err := tbl.Offsets(ctx, stromv1.OffsetSpec_OFFSET_SPEC_LATEST, time.Time{})
 	if err != nil || offs[0] != 500 || offs[1] != 20 {
 		t.Fatalf("log ends %v, %v; want 500 and 20", offs, err)
+	}
+}
+
+// faults is a transport that counts InitWriter calls and fails chosen
+// ProduceLog requests (numbered from 1): lost ones reach the server but
+// their answer is lost (the connection breaks), refused ones are answered
+// with a non-retriable error without reaching it.
+type faults struct {
+	next     http.RoundTripper
+	inits    atomic.Int64
+	produces atomic.Int64
+	lost     func(n int64) bool
+	refused  func(n int64) bool
+}
+
+func (f *faults) RoundTrip(r *http.Request) (*http.Response, error) {
+	switch {
+	case strings.HasSuffix(r.URL.Path, "/InitWriter"):
+		f.inits.Add(1)
+	case strings.HasSuffix(r.URL.Path, "/ProduceLog"):
+		n := f.produces.Add(1)
+		if f.refused != nil && f.refused(n) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			body := `{"code":"invalid_argument","message":"refused for the test"}`
+			return &http.Response{StatusCode: 400, Header: http.Header{"Content-Type": {"application/json"}},
+				Body: io.NopCloser(strings.NewReader(body)), Request: r}, nil
+		}
+		if f.lost != nil && f.lost(n) {
+			resp, err := f.next.RoundTrip(r)
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			return nil, errors.New("connection reset for the test")
+		}
+	}
+	return f.next.RoundTrip(r)
+}
+
+// writeThrough writes n rows, round robin, to a new table of the given
+// buckets through f, and checks that each bucket holds exactly the rows
+// acknowledged, once each and in order. It returns the writer's Close
+// result.
+func writeThrough(t *testing.T, f *faults, buckets int32, n int) error {
+	t.Helper()
+	c := startNode(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	createTable(t, c, "demo", "w", buckets, []string{"k"},
+		&stromv1.Column{Name: "v", Type: "BIGINT"}, &stromv1.Column{Name: "k", Type: "STRING"})
+	f.next = http.DefaultTransport
+	c2, err := client.New(c.Address(), client.WithHTTPClient(&http.Client{Transport: f}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := c2.Table(ctx, "demo", "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := tbl.NewAppendWriter(ctx, client.BatchSize(64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := make([]string, buckets)
+	for b := range keys {
+		keys[b] = keyFor(t, tbl, int32(b))
+	}
+	futures := make([]*client.Future, n)
+	for i := range n {
+		futures[i] = w.Append(ctx, record.Row{int64(i), keys[i%int(buckets)]})
+	}
+	closeErr := w.Close(ctx)
+	acked := make([][]int64, buckets)
+	for i, f := range futures {
+		if _, _, err := f.Wait(ctx); err == nil {
+			acked[i%int(buckets)] = append(acked[i%int(buckets)], int64(i))
+		}
+	}
+	offs, err := tbl.Offsets(ctx, stromv1.OffsetSpec_OFFSET_SPEC_LATEST, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b := range buckets {
+		got := readBucket(t, ctx, tbl, b, len(acked[b]))
+		if fmt.Sprint(got) != fmt.Sprint(acked[b]) || offs[b] != int64(len(acked[b])) {
+			t.Fatalf("bucket %d holds %d rows (log end %d), %d acknowledged", b, len(got), offs[b], len(acked[b]))
+		}
+	}
+	return closeErr
+}
+
+// A batch whose answer was lost is retried and recognised as written,
+// even when the batches after it were acknowledged meanwhile: no batch is
+// sent more than four sequences past the oldest unsettled one, so the
+// server still remembers that one when its retry arrives.
+func TestLostAnswersAreRetriedIntoPlace(t *testing.T) {
+	f := &faults{lost: func(n int64) bool { return n%5 == 0 }}
+	if err := writeThrough(t, f, 1, 1000); err != nil {
+		t.Fatal(err)
 	}
 }
