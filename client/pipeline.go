@@ -115,6 +115,15 @@ type pipeline struct {
 		sync.Mutex
 		err error
 	}
+	// writer is the idempotent writer id every bucket sender uses (Fluss's
+	// IdempotenceManager: one per writer client, sequences per bucket).
+	// It is taken for the first batch and retired when a batch under it
+	// fails for good; the next batch of each bucket then takes a new one,
+	// after the bucket's batches under the old one have settled.
+	writer struct {
+		sync.Mutex
+		id int64 // record.NoWriterID: none yet, or retired
+	}
 }
 
 // pendingBatch is a batch being filled.
@@ -198,6 +207,7 @@ func newPipeline(t *Table, kind batchKind, opts []WriterOption) (*pipeline, erro
 	}
 	w.mu.open = map[int32]*pendingBatch{}
 	w.mu.senders = map[int32]*bucketSender{}
+	w.writer.id = record.NoWriterID
 	w.mu.sticky = int32(rand.IntN(int(max(t.Buckets(), 1))))
 	go w.lingerLoop()
 	return w, nil
@@ -404,12 +414,12 @@ func (w *pipeline) close(ctx context.Context) error {
 	return err
 }
 
-// bucketSender sends one bucket's batches in order. With idempotence each
-// sender has a writer id of its own (the server keeps writer state per
-// bucket), so it can start a new one without disturbing other buckets, and
-// up to maxInflight batches are in flight at once: the server appends a
-// writer's batches in sequence order whatever order they arrive in. Without
-// idempotence there is no sequence to order by, and one batch is in flight.
+// bucketSender sends one bucket's batches in order. With idempotence its
+// batches carry the writer's id and the bucket's own sequence (the server
+// keeps writer state per bucket), and up to maxInflight batches are in
+// flight at once: the server appends a writer's batches in sequence order
+// whatever order they arrive in. Without idempotence there is no sequence
+// to order by, and one batch is in flight.
 type bucketSender struct {
 	w        *pipeline
 	bucket   int32
@@ -419,13 +429,14 @@ type bucketSender struct {
 
 	mu struct {
 		sync.Mutex
-		writerID int64 // record.NoWriterID until the first idempotent send
-		sequence int32 // next batch sequence
+		writerID int64 // the id of the bucket's batches; record.NoWriterID until the first
+		sequence int32 // next batch sequence under writerID
 		// broken: a batch under writerID failed after it may have been
 		// sent. Its sequence must never be used for another batch (the
 		// server would take that batch for a retry of this one and drop
-		// it), and the writer's later batches can never be appended
-		// (they would follow a gap): the next batch starts a new writer.
+		// it), and the writer's later batches can never be appended to
+		// this bucket (they would follow a gap): the writer id is
+		// retired, and the bucket's next batch starts under a new one.
 		broken bool
 		// window holds the batches that took a slot, in the order they
 		// did, until they and every batch before them have settled.
@@ -458,17 +469,25 @@ func (s *bucketSender) run() {
 		s.mu.Unlock()
 		writerID, seq := record.NoWriterID, record.NoBatchSequence
 		if s.w.cfg.idempotent {
+			// A new writer id for the bucket: its first batch, after its
+			// own failure, or after the writer's id was retired for a
+			// failure in another bucket.
+			cur := s.w.currentWriter()
 			s.mu.Lock()
-			renew := s.mu.writerID == record.NoWriterID || s.mu.broken
+			renew := s.mu.writerID == record.NoWriterID || s.mu.broken || s.mu.writerID != cur
 			s.mu.Unlock()
 			if renew {
 				// The old writer's batches settle first, so the bucket
 				// keeps the order of batches across writers too.
 				sending.Wait()
-				if err := s.initWriter(time.Now().Add(s.w.cfg.deliveryTimeout)); err != nil {
+				id, err := s.w.writerID(time.Now().Add(s.w.cfg.deliveryTimeout))
+				if err != nil {
 					s.done(sb, 0, err)
 					continue
 				}
+				s.mu.Lock()
+				s.mu.writerID, s.mu.sequence, s.mu.broken = id, 0, false
+				s.mu.Unlock()
 			}
 			s.mu.Lock()
 			writerID, seq = s.mu.writerID, s.mu.sequence
@@ -486,6 +505,7 @@ func (s *bucketSender) run() {
 					s.mu.broken = true
 				}
 				s.mu.Unlock()
+				s.w.retireWriter(writerID)
 			}
 			s.done(sb, base, err)
 		}()
@@ -577,25 +597,48 @@ func nextSequence(seq int32) int32 {
 	return seq + 1
 }
 
-// initWriter gets a new writer id from the cluster, retrying until
-// deadline, and restarts the sequence.
-func (s *bucketSender) initWriter(deadline time.Time) error {
+// currentWriter returns the writer id in use: record.NoWriterID before the
+// first batch and after a batch failed under the last one.
+func (w *pipeline) currentWriter() int64 {
+	w.writer.Lock()
+	defer w.writer.Unlock()
+	return w.writer.id
+}
+
+// writerID returns the writer id in use, first getting a new one from the
+// cluster (retrying until deadline) if there is none. Senders that need
+// one at the same time wait for the same call.
+func (w *pipeline) writerID(deadline time.Time) (int64, error) {
+	w.writer.Lock()
+	defer w.writer.Unlock()
+	if w.writer.id != record.NoWriterID {
+		return w.writer.id, nil
+	}
 	backoff := 50 * time.Millisecond
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), s.w.cfg.requestTimeout)
-		resp, err := call(ctx, s.w.t.c, s.w.t.c.tablet.InitWriter, &stromv1.InitWriterRequest{})
+		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.requestTimeout)
+		resp, err := call(ctx, w.t.c, w.t.c.tablet.InitWriter, &stromv1.InitWriterRequest{})
 		cancel()
 		if err == nil {
-			s.mu.Lock()
-			s.mu.writerID, s.mu.sequence, s.mu.broken = resp.WriterId, 0, false
-			s.mu.Unlock()
-			return nil
+			w.writer.id = resp.WriterId
+			return w.writer.id, nil
 		}
 		if !retriable(err) || time.Now().Add(backoff).After(deadline) {
-			return fmt.Errorf("client: init writer: %w", err)
+			return record.NoWriterID, fmt.Errorf("client: init writer: %w", err)
 		}
 		time.Sleep(backoff)
 		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+// retireWriter stops the use of writer id once a batch under it failed for
+// good, unless it was retired already: each bucket's next batch goes
+// under a new id.
+func (w *pipeline) retireWriter(id int64) {
+	w.writer.Lock()
+	defer w.writer.Unlock()
+	if w.writer.id == id {
+		w.writer.id = record.NoWriterID
 	}
 }
 

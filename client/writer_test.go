@@ -232,3 +232,28 @@ func TestLostAnswersAreRetriedIntoPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// An idempotent writer uses one writer id for all the buckets it writes
+// to, as Fluss's does: retried batches keep it, and a batch that fails for
+// good retires it for one new id, shared again by every bucket.
+func TestOneWriterIDForAllBuckets(t *testing.T) {
+	const buckets = 4
+	t.Run("lost answers", func(t *testing.T) {
+		f := &faults{lost: func(n int64) bool { return n%5 == 0 }}
+		if err := writeThrough(t, f, buckets, 800); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.inits.Load(); got != 1 {
+			t.Errorf("%d InitWriter calls for %d buckets, want 1", got, buckets)
+		}
+	})
+	t.Run("a batch refused", func(t *testing.T) {
+		f := &faults{refused: func(n int64) bool { return n == 10 }}
+		if err := writeThrough(t, f, buckets, 800); err == nil {
+			t.Fatal("Close reported no failure")
+		}
+		if got := f.inits.Load(); got != 2 {
+			t.Errorf("%d InitWriter calls for %d buckets and one failure, want 2", got, buckets)
+		}
+	})
+}
