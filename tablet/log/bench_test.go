@@ -2,10 +2,13 @@ package log
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -134,4 +137,54 @@ func BenchmarkRead(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkAppendFlushEach appends 1 KB batches with
+// log.flush.interval-messages = 1 and real fsyncs, each appender waiting
+// until its batch is flushed (as acks=-1 does): the appends waiting on one
+// fsync share the next (fsyncs/op below 1 with more appenders).
+func BenchmarkAppendFlushEach(b *testing.B) {
+	for _, par := range []int{1, 8} {
+		b.Run(fmt.Sprintf("appenders=%dxGOMAXPROCS", par), func(b *testing.B) {
+			cfg := benchConfig(b)
+			cfg.FlushMessages = 1
+			var fsyncs atomic.Int64
+			cfg.SyncFile = func(f *os.File) error { fsyncs.Add(1); return f.Sync() }
+			var mu sync.Mutex
+			flushed := make(chan struct{})
+			cfg.OnFlush = func() {
+				mu.Lock()
+				close(flushed)
+				flushed = make(chan struct{})
+				mu.Unlock()
+			}
+			tb, err := Open(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer tb.Close()
+			b.SetParallelism(par)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				buf := batchSpec{id: 1, records: 1, size: 1 << 10}.bytes()
+				for pb.Next() {
+					info, err := tb.AppendAsLeader(buf, 1, time.Now())
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					for {
+						mu.Lock()
+						wait := flushed
+						mu.Unlock()
+						if tb.FlushedOffset() > info.LastOffset {
+							break
+						}
+						<-wait
+					}
+				}
+			})
+			b.ReportMetric(float64(fsyncs.Load())/float64(b.N), "fsyncs/op")
+		})
+	}
 }

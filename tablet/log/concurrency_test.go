@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -15,10 +17,21 @@ import (
 // appended to, rolled, truncated and trimmed by retention, and checks that
 // every read returns whole, valid, dense batches that were written at the
 // offsets they carry (never a mix of old and new bytes), and nothing at or
-// above the high watermark passed in.
+// above the high watermark passed in. With a flush policy the flusher
+// races all of that, and the high watermark never passes the flushed
+// offset.
 func TestConcurrentReadersAndChanges(t *testing.T) {
-	cfg := testConfig(t)
-	cfg.SegmentBytes = 3000
+	for _, messages := range []int64{math.MaxInt64, 3} {
+		t.Run(fmt.Sprintf("log.flush.interval-messages=%d", messages), func(t *testing.T) {
+			cfg := testConfig(t)
+			cfg.SegmentBytes = 3000
+			cfg.FlushMessages = messages
+			testConcurrentReadersAndChanges(t, cfg)
+		})
+	}
+}
+
+func testConcurrentReadersAndChanges(t *testing.T, cfg Config) {
 	tb := openT(t, cfg)
 	const gen = 1_000_000 // batch id = generation*gen + base offset
 	var done atomic.Bool
@@ -45,7 +58,10 @@ func TestConcurrentReadersAndChanges(t *testing.T) {
 				fail(err)
 				return
 			}
-			tb.SetHighWatermark(tb.LogEndOffset() - int64(r.IntN(5)))
+			if hw := tb.SetHighWatermark(tb.LogEndOffset() - int64(r.IntN(5))); cfg.flushPolicy() && hw > tb.FlushedOffset() {
+				fail(fmt.Errorf("high watermark %d above the flushed offset %d", hw, tb.FlushedOffset()))
+				return
+			}
 			switch {
 			case i%97 == 0 && i > 0:
 				to := max(tb.LogStartOffset(), tb.LogEndOffset()-int64(r.IntN(200)))
@@ -117,6 +133,9 @@ func TestConcurrentReadersAndChanges(t *testing.T) {
 	}
 	if err := tb.Verify(); err != nil {
 		t.Fatal(err)
+	}
+	if err := tb.Flush(); err != nil || tb.FlushedOffset() != tb.LogEndOffset() {
+		t.Fatalf("after Flush: flushed offset %d, log end %d, %v", tb.FlushedOffset(), tb.LogEndOffset(), err)
 	}
 }
 

@@ -69,6 +69,9 @@ func (t *Tablet) runFlusher() {
 			t.cfg.OnFlush()
 		}
 		if wait := t.flushDueIn(); wait > 0 {
+			if err != nil {
+				wait = max(wait, t.cfg.FlushInterval) // not a retry loop on a failing disk
+			}
 			timer.Reset(wait)
 		}
 	}
@@ -92,11 +95,7 @@ func (t *Tablet) flushDueIn() time.Duration {
 	if t.mu.logEnd <= t.mu.flushed {
 		return 0
 	}
-	if wait := time.Until(t.mu.lastFlush.Add(t.cfg.FlushInterval)); wait > 0 {
-		return wait
-	}
-	return t.cfg.FlushInterval // due already: the last round failed; retry later
-
+	return max(time.Until(t.mu.lastFlush.Add(t.cfg.FlushInterval)), time.Millisecond)
 }
 
 // activeDueLocked reports whether the flush policy wants the active
