@@ -137,6 +137,11 @@ type Config struct {
 	// default 55 MiB). As in Kafka, a bucket's first batch is returned even
 	// when larger, so a consumer always progresses.
 	FetchMaxBytes int64
+	// FetchJSONMaxRows bounds the rows of a FetchLog response as JSON, which
+	// the node decodes (fetch.json.max-rows; 10000). The response ends
+	// before a batch that would pass it; a batch larger than it alone is
+	// refused with LIMIT_EXCEEDED (fetch it as Arrow).
+	FetchJSONMaxRows int
 	// ScannerMaxPerBucket and ScannerMaxPerServer bound the ScanKv scanners
 	// open at once on one bucket and on this node (kv.scanner.max-per-bucket,
 	// kv.scanner.max-per-server: Fluss's names and defaults, 8 and 200).
@@ -144,6 +149,10 @@ type Config struct {
 	// ScannerMaxBatchBytes caps the bytes of one ScanKv response, whatever
 	// batch_size_bytes asks (kv.scanner.max-batch-size, Fluss's; 10 MiB).
 	ScannerMaxBatchBytes int64
+	// PrefixLookupMaxBytes bounds the rows of one PrefixLookup response, in
+	// bytes of KV values (kv.prefix-lookup.max-bytes; 10 MiB). A lookup
+	// that finds more fails with LIMIT_EXCEEDED rather than return part.
+	PrefixLookupMaxBytes int64
 	// ZooKeeperMaxPacket is the largest packet the ZooKeeper shim accepts,
 	// in bytes (zookeeper.jute.maxbuffer; ZooKeeper's jute.maxbuffer,
 	// 0xfffff). A longer one closes the connection, as in ZooKeeper; it also
@@ -187,9 +196,11 @@ func DefaultConfig() Config {
 		MaxConcurrentStreams:    250,
 		MaxRequestBytes:         100 << 20,
 		FetchMaxBytes:           55 << 20,
+		FetchJSONMaxRows:        10000,
 		ScannerMaxPerBucket:     8,
 		ScannerMaxPerServer:     200,
 		ScannerMaxBatchBytes:    10 << 20,
+		PrefixLookupMaxBytes:    10 << 20,
 		ZooKeeperMaxPacket:      0xfffff,
 		ZooKeeperMaxClientCnxns: 60,
 		ZooKeeperMaxCnxns:       1024,
@@ -362,12 +373,16 @@ func Keys() []Key {
 			func(c *Config) *int64 { return &c.MaxRequestBytes }),
 		sizeKey("fetch.max.bytes", "most bytes of a FetchLog response and of each of its buckets (e.g. 55mb)",
 			func(c *Config) *int64 { return &c.FetchMaxBytes }),
+		intKey("fetch.json.max-rows", "", "most rows of a FetchLog response as JSON",
+			func(c *Config) *int { return &c.FetchJSONMaxRows }),
 		intKey("kv.scanner.max-per-bucket", "", "most ScanKv scanners open at once on one bucket",
 			func(c *Config) *int { return &c.ScannerMaxPerBucket }),
 		intKey("kv.scanner.max-per-server", "", "most ScanKv scanners open at once on the node",
 			func(c *Config) *int { return &c.ScannerMaxPerServer }),
 		sizeKey("kv.scanner.max-batch-size", "most bytes of one ScanKv response (e.g. 10mb)",
 			func(c *Config) *int64 { return &c.ScannerMaxBatchBytes }),
+		sizeKey("kv.prefix-lookup.max-bytes", "most bytes of rows in one PrefixLookup response (e.g. 10mb)",
+			func(c *Config) *int64 { return &c.PrefixLookupMaxBytes }),
 		intKey("zookeeper.jute.maxbuffer", "", "largest ZooKeeper packet, in bytes (ZooKeeper's jute.maxbuffer)",
 			func(c *Config) *int { return &c.ZooKeeperMaxPacket }),
 		intKey("zookeeper.maxClientCnxns", "", "most ZooKeeper connections from one client IP (0: no limit)",
@@ -529,9 +544,11 @@ func (c Config) Validate() error {
 		{"api.http2.max-concurrent-streams", int64(c.MaxConcurrentStreams), 1, 0},
 		{"netty.server.max-request-size", c.MaxRequestBytes, 1 << 10, below2GiB},
 		{"fetch.max.bytes", c.FetchMaxBytes, 1 << 10, below2GiB},
+		{"fetch.json.max-rows", int64(c.FetchJSONMaxRows), 1, 0},
 		{"kv.scanner.max-per-bucket", int64(c.ScannerMaxPerBucket), 1, 0},
 		{"kv.scanner.max-per-server", int64(c.ScannerMaxPerServer), 1, 0},
 		{"kv.scanner.max-batch-size", c.ScannerMaxBatchBytes, 1 << 10, below2GiB},
+		{"kv.prefix-lookup.max-bytes", c.PrefixLookupMaxBytes, 1 << 10, below2GiB},
 		{"zookeeper.jute.maxbuffer", int64(c.ZooKeeperMaxPacket), 1 << 10, below2GiB},
 		{"zookeeper.maxClientCnxns", int64(c.ZooKeeperMaxClientCnxns), 0, 0},
 		{"zookeeper.maxCnxns", int64(c.ZooKeeperMaxCnxns), 0, 0},

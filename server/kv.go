@@ -369,15 +369,26 @@ func (h *tabletHandler) PrefixLookup(_ context.Context, req *connect.Request[str
 	resp := &stromv1.PrefixLookupResponse{}
 	results := map[int32]*stromv1.PrefixLookupBucketResult{}
 	failed := map[int32]error{} // for JSON prefixes, which answer with the error itself
+	maxBytes := int(h.s.cfg.PrefixLookupMaxBytes)
+	budget := maxBytes // of the whole response
 	for _, lb := range buckets {
 		res := &stromv1.PrefixLookupBucketResult{Bucket: lb.Bucket}
 		resp.Buckets = append(resp.Buckets, res)
 		results[lb.Bucket] = res
 		t, err := h.kvOf(kt.Table, lb.Bucket)
 		for i := 0; err == nil && i < len(lb.Keys); i++ {
-			var values [][]byte
-			if values, err = t.PrefixLookup(lb.Keys[i]); err == nil {
+			values, more, lerr := t.PrefixLookup(lb.Keys[i], max(budget, 1))
+			switch {
+			case lerr != nil:
+				err = lerr
+			case more:
+				err = fmt.Errorf("%w: bucket %d prefix %d: the rows found pass kv.prefix-lookup.max-bytes (%d bytes in one response); look up fewer prefixes at once, read the bucket with ScanKv, or raise the key",
+					rpc.ErrLimitExceeded, lb.Bucket, i, maxBytes)
+			default:
 				res.Values = append(res.Values, &stromv1.PrefixValues{Values: values})
+				for _, v := range values {
+					budget -= len(v)
+				}
 			}
 		}
 		if err != nil {
@@ -409,11 +420,21 @@ func isPrefix(a, b []string) bool {
 }
 
 // scanners holds open ScanKv snapshots; each expires after ttl without a
-// call (kv.scanner.ttl).
+// call (kv.scanner.ttl). At most maxPerBucket are open on one bucket and
+// maxPerServer on the node (kv.scanner.max-per-bucket,
+// kv.scanner.max-per-server), counting those in a call.
 type scanners struct {
-	ttl  time.Duration
-	mu   sync.Mutex
-	open map[string]*scanner
+	ttl                        time.Duration
+	maxPerBucket, maxPerServer int
+	mu                         sync.Mutex
+	open                       map[string]*scanner // between calls
+	perBucket                  map[scanBucket]int  // open, in a call or not
+	total                      int
+}
+
+type scanBucket struct {
+	table  int64
+	bucket int32
 }
 
 type scanner struct {
@@ -421,6 +442,47 @@ type scanner struct {
 	table   int64
 	bucket  int32
 	touched time.Time
+}
+
+// reserve takes a place for a new scanner on a bucket, or returns
+// ErrTooManyScanners naming the limit. release gives it back.
+func (s *scanners) reserve(b scanBucket) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expireLocked(time.Now())
+	switch {
+	case s.total >= s.maxPerServer:
+		return fmt.Errorf("%w: %d open on this node, the most kv.scanner.max-per-server allows; finish or close scans (an unused one closes after kv.scanner.ttl, %s), or raise the key",
+			rpc.ErrTooManyScanners, s.total, s.ttl)
+	case s.perBucket[b] >= s.maxPerBucket:
+		return fmt.Errorf("%w: %d open on bucket %d, the most kv.scanner.max-per-bucket allows; finish or close scans (an unused one closes after kv.scanner.ttl, %s), or raise the key",
+			rpc.ErrTooManyScanners, s.perBucket[b], b.bucket, s.ttl)
+	}
+	if s.perBucket == nil {
+		s.perBucket = map[scanBucket]int{}
+	}
+	s.perBucket[b]++
+	s.total++
+	return nil
+}
+
+func (s *scanners) release(b scanBucket) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.releaseLocked(b)
+}
+
+func (s *scanners) releaseLocked(b scanBucket) {
+	s.total--
+	if s.perBucket[b]--; s.perBucket[b] <= 0 {
+		delete(s.perBucket, b)
+	}
+}
+
+// done closes a scanner taken out (or never put) and frees its place.
+func (s *scanners) done(sc *scanner) {
+	sc.snap.Close()
+	s.release(scanBucket{sc.table, sc.bucket})
 }
 
 func (s *scanners) take(id string) *scanner {
@@ -447,6 +509,7 @@ func (s *scanners) expireLocked(now time.Time) {
 		if now.Sub(sc.touched) > s.ttl {
 			sc.snap.Close()
 			delete(s.open, id)
+			s.releaseLocked(scanBucket{sc.table, sc.bucket})
 		}
 	}
 }
@@ -480,6 +543,7 @@ func (s *scanners) closeAll() {
 	for id, sc := range s.open {
 		sc.snap.Close()
 		delete(s.open, id)
+		s.releaseLocked(scanBucket{sc.table, sc.bucket})
 	}
 }
 
@@ -494,36 +558,38 @@ func (h *tabletHandler) ScanKv(_ context.Context, req *connect.Request[stromv1.S
 	if len(m.ScannerId) > 0 {
 		if sc = h.s.scanners.take(id); sc == nil || sc.table != kt.Registration.TableID || sc.bucket != m.Bucket {
 			if sc != nil {
-				sc.snap.Close()
+				h.s.scanners.done(sc)
 			}
 			return nil, &record.InvalidError{Field: "scanner_id", Reason: fmt.Sprintf("unknown or expired scanner (scanners expire after %s unused, kv.scanner.ttl): start a new scan", h.s.scanners.ttl)}
 		}
 	} else {
-		t, err := h.kvOf(kt.Table, m.Bucket)
-		if err != nil {
+		b := scanBucket{kt.Registration.TableID, m.Bucket}
+		if err := h.s.scanners.reserve(b); err != nil {
 			return nil, err
 		}
-		snap, err := t.Snapshot()
+		snap, err := h.snapshot(kt.Table, m.Bucket)
 		if err != nil {
+			h.s.scanners.release(b)
 			return nil, err
 		}
-		sc = &scanner{snap: snap, table: kt.Registration.TableID, bucket: m.Bucket}
+		sc = &scanner{snap: snap, table: b.table, bucket: b.bucket}
 		var raw [16]byte
 		_, _ = rand.Read(raw[:])
 		id = hex.EncodeToString(raw[:])
 	}
 	resp := &stromv1.ScanKvResponse{LogOffset: sc.snap.Offset()}
 	if m.Close {
-		sc.snap.Close()
+		h.s.scanners.done(sc)
 		return connect.NewResponse(resp), nil
 	}
 	maxBytes := int(m.BatchSizeBytes)
 	if maxBytes <= 0 {
 		maxBytes = defaultBucketMaxBytes
 	}
+	maxBytes = min(maxBytes, int(h.s.cfg.ScannerMaxBatchBytes))
 	page, err := sc.snap.Next(1<<20, maxBytes)
 	if err != nil {
-		sc.snap.Close()
+		h.s.scanners.done(sc)
 		return nil, err
 	}
 	asJSON := wantsJSON(req.Header(), m.JsonRows)
@@ -531,7 +597,7 @@ func (h *tabletHandler) ScanKv(_ context.Context, req *connect.Request[stromv1.S
 		if asJSON {
 			st, err := kvValueJSON(kt, kvp.Value)
 			if err != nil {
-				sc.snap.Close()
+				h.s.scanners.done(sc)
 				return nil, err
 			}
 			resp.Rows = append(resp.Rows, st)
@@ -540,13 +606,22 @@ func (h *tabletHandler) ScanKv(_ context.Context, req *connect.Request[stromv1.S
 		}
 	}
 	if len(page) == 0 {
-		sc.snap.Close()
+		h.s.scanners.done(sc)
 		return connect.NewResponse(resp), nil
 	}
 	raw, _ := hex.DecodeString(id)
 	resp.ScannerId, resp.HasMore = raw, true
 	h.s.scanners.put(id, sc)
 	return connect.NewResponse(resp), nil
+}
+
+// snapshot opens a snapshot of a bucket's KV tablet.
+func (h *tabletHandler) snapshot(t catalog.Table, bucket int32) (*kv.Snapshot, error) {
+	tab, err := h.kvOf(t, bucket)
+	if err != nil {
+		return nil, err
+	}
+	return tab.Snapshot()
 }
 
 // limitScanKv answers LimitScan on a primary-key table: the first rows of

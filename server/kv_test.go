@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -245,8 +246,7 @@ func TestPutKvBadInput(t *testing.T) {
 }
 
 func TestAbandonedScannersExpire(t *testing.T) {
-	var sc scanners
-	sc.ttl = time.Second
+	sc := scanners{ttl: time.Second, maxPerBucket: 1, maxPerServer: 1}
 	s := startServer(t, testConfig(t, t.TempDir()))
 	info := createTable(t, s, "shop", "things", "id BIGINT, name STRING", 1, "id")
 	h := &tabletHandler{s: s}
@@ -262,12 +262,121 @@ func TestAbandonedScannersExpire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc.put("x", &scanner{snap: snap, table: info.TableId})
+	b := scanBucket{info.TableId, 0}
+	if err := sc.reserve(b); err != nil {
+		t.Fatal(err)
+	}
+	sc.put("x", &scanner{snap: snap, table: b.table, bucket: b.bucket})
 	sc.expire(time.Now().Add(2 * time.Second))
 	if sc.take("x") != nil {
 		t.Fatal("a scanner unused past its TTL was kept")
 	}
+	if err := sc.reserve(b); err != nil {
+		t.Fatalf("the expired scanner's place was not freed: %v", err)
+	}
 	if _, err := snap.Next(1, 1); err == nil {
 		t.Fatal("the expired scanner's snapshot is still open")
+	}
+}
+
+// Scanners over kv.scanner.max-per-bucket or kv.scanner.max-per-server are
+// refused with TOO_MANY_SCANNERS naming the key; a closed scanner frees its
+// place, and other calls are served meanwhile. A response holds at most
+// kv.scanner.max-batch-size, whatever batch_size_bytes asks.
+func TestScanKvLimits(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.ScannerMaxPerBucket = 2
+	cfg.ScannerMaxPerServer = 3
+	cfg.ScannerMaxBatchBytes = 1 << 10
+	s := startServer(t, cfg)
+	info := createTable(t, s, "shop", "items", "id BIGINT, name STRING", 2, "id")
+	waitReplicas(t, s, info)
+	var rows []string
+	for i := range 200 {
+		rows = append(rows, fmt.Sprintf(`{"id":%d,"name":"%s"}`, i, strings.Repeat("n", 40)))
+	}
+	if code, out := postJSON(t, s, "PutKv", `{"database":"shop","table":"items","rows":[`+strings.Join(rows, ",")+`]}`); code != 200 || strings.Contains(out, `"error"`) {
+		t.Fatalf("PutKv: %d %s", code, out)
+	}
+	c := tabletClient(s)
+	ctx := context.Background()
+	open := func(bucket int32) (*stromv1.ScanKvResponse, error) {
+		resp, err := c.ScanKv(ctx, connect.NewRequest(&stromv1.ScanKvRequest{Database: "shop", Table: "items", Bucket: bucket, BatchSizeBytes: 1 << 30}))
+		if err != nil {
+			return nil, err
+		}
+		return resp.Msg, nil
+	}
+	tooMany := func(err error, key string) {
+		t.Helper()
+		if connect.CodeOf(err) != connect.CodeResourceExhausted || errDetail(err).GetName() != "TOO_MANY_SCANNERS" || !strings.Contains(err.Error(), key) {
+			t.Fatalf("want TOO_MANY_SCANNERS naming %s, got %v", key, err)
+		}
+	}
+	first, err := open(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := 0
+	for _, v := range first.Values {
+		size += len(v)
+	}
+	if !first.HasMore || size > 1<<10+200 {
+		t.Fatalf("first page: %d bytes in %d values (more %t); kv.scanner.max-batch-size is 1 KiB", size, len(first.Values), first.HasMore)
+	}
+	if _, err := open(0); err != nil {
+		t.Fatal(err)
+	}
+	_, err = open(0)
+	tooMany(err, "kv.scanner.max-per-bucket")
+	if _, err := open(1); err != nil {
+		t.Fatalf("another bucket: %v", err)
+	}
+	_, err = open(1)
+	tooMany(err, "kv.scanner.max-per-server")
+	// Other calls are served; a closed scanner frees its place.
+	if code, out := postJSON(t, s, "Lookup", `{"database":"shop","table":"items","keys":[{"id":7}]}`); code != 200 || !strings.Contains(out, `"id":"7"`) && !strings.Contains(out, `"id":7`) {
+		t.Fatalf("Lookup while scanners are full: %d %s", code, out)
+	}
+	if _, err := c.ScanKv(ctx, connect.NewRequest(&stromv1.ScanKvRequest{Database: "shop", Table: "items", Bucket: 0, ScannerId: first.ScannerId, Close: true})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := open(1); err != nil {
+		t.Fatalf("after a close: %v", err)
+	}
+}
+
+// A PrefixLookup whose rows pass kv.prefix-lookup.max-bytes fails with
+// LIMIT_EXCEEDED naming the key, rather than return part of them; a
+// smaller one is served.
+func TestPrefixLookupLimit(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.PrefixLookupMaxBytes = 1 << 10
+	s := startServer(t, cfg)
+	createTable(t, s, "shop", "other", "id BIGINT", 1) // creates the database
+	info, err := adminClient(s).CreateTable(context.Background(), connect.NewRequest(&stromv1.CreateTableRequest{Database: "shop", Table: "orders",
+		Descriptor_: &stromv1.TableDescriptor{
+			Schema: &stromv1.Schema{Columns: []*stromv1.Column{{Name: "region", Type: "STRING"}, {Name: "id", Type: "BIGINT"}, {Name: "note", Type: "STRING"}},
+				PrimaryKey: []string{"region", "id"}},
+			BucketKeys: []string{"region"}, BucketCount: 1,
+		}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitReplicas(t, s, info.Msg.Table)
+	var rows []string
+	for i := range 100 {
+		rows = append(rows, fmt.Sprintf(`{"region":"eu","id":%d,"note":"%s"}`, i, strings.Repeat("n", 40)))
+	}
+	rows = append(rows, `{"region":"us","id":1,"note":"x"}`)
+	if code, out := postJSON(t, s, "PutKv", `{"database":"shop","table":"orders","rows":[`+strings.Join(rows, ",")+`]}`); code != 200 || strings.Contains(out, `"error"`) {
+		t.Fatalf("PutKv: %d %s", code, out)
+	}
+	code, out := postJSON(t, s, "PrefixLookup", `{"database":"shop","table":"orders","prefixes":[{"region":"eu"}]}`)
+	if code != http.StatusTooManyRequests || !strings.Contains(out, "LIMIT_EXCEEDED") || !strings.Contains(out, "kv.prefix-lookup.max-bytes") {
+		t.Fatalf("prefix of 100 rows over 1 KiB: want LIMIT_EXCEEDED naming the key, got %d %s", code, out)
+	}
+	if code, out := postJSON(t, s, "PrefixLookup", `{"database":"shop","table":"orders","prefixes":[{"region":"us"}]}`); code != 200 || !strings.Contains(out, `"us"`) {
+		t.Fatalf("small prefix: %d %s", code, out)
 	}
 }

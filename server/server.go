@@ -108,6 +108,7 @@ func Start(ctx context.Context, cfg Config, lg *slog.Logger) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, lg: lg.With("node", cfg.NodeID), stopping: make(chan struct{})}
 	s.scanners.ttl = cfg.ScannerTTL
+	s.scanners.maxPerBucket, s.scanners.maxPerServer = cfg.ScannerMaxPerBucket, cfg.ScannerMaxPerServer
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	if err := s.start(ctx, runCtx); err != nil {

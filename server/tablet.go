@@ -295,18 +295,21 @@ func (h *tabletHandler) FetchLog(ctx context.Context, req *connect.Request[strom
 	if maxBytes <= 0 {
 		maxBytes = defaultFetchMaxBytes
 	}
+	// fetch.max.bytes bounds the response and so each bucket's share.
+	maxBytes = min(maxBytes, int(h.s.cfg.FetchMaxBytes))
 	minBytes := max(int(m.MinBytes), 1)
 	wait := min(time.Duration(m.MaxWaitMs)*time.Millisecond, maxFetchWait)
 	deadline := time.Now().Add(wait)
 
 	for {
 		resp := &stromv1.FetchLogResponse{SchemaId: t.SchemaID, Columns: schema.ColumnNames()}
-		total := 0
+		total, rows := 0, 0
 		var wake []<-chan struct{}
 		for _, fb := range m.Buckets {
-			res, n, advanced := h.fetchBucket(t, fb, cols, schema, asJSON, maxBytes-total)
+			res, n, advanced := h.fetchBucket(t, fb, cols, schema, asJSON, maxBytes-total, h.s.cfg.FetchJSONMaxRows-rows)
 			resp.Buckets = append(resp.Buckets, res)
 			total += n
+			rows += len(res.Rows)
 			if advanced != nil {
 				wake = append(wake, advanced)
 			}
@@ -323,14 +326,15 @@ func (h *tabletHandler) FetchLog(ctx context.Context, req *connect.Request[strom
 	}
 }
 
-// fetchBucket reads one bucket. It returns the result, the bytes it holds,
-// and a channel that closes when the bucket has more (nil on error).
+// fetchBucket reads one bucket, within budget bytes and, as JSON, rowBudget
+// rows. It returns the result, the bytes it holds, and a channel that
+// closes when the bucket has more (nil on error).
 //
 // A stored batch that cannot be served (its CRC does not match, or it does
 // not project or decode) ends the result before it; when it is the first,
 // the result is a *log.CorruptRecordError naming its offsets, with
 // NextOffset past it, so that a consumer may skip it (see client.SkipCorrupt).
-func (h *tabletHandler) fetchBucket(t catalog.Table, fb *stromv1.FetchBucket, cols []int, schema record.Schema, asJSON bool, budget int) (*stromv1.FetchBucketResult, int, <-chan struct{}) {
+func (h *tabletHandler) fetchBucket(t catalog.Table, fb *stromv1.FetchBucket, cols []int, schema record.Schema, asJSON bool, budget, rowBudget int) (*stromv1.FetchBucketResult, int, <-chan struct{}) {
 	res := &stromv1.FetchBucketResult{Bucket: fb.Bucket, NextOffset: fb.Offset}
 	r, err := h.replica(t, fb.Bucket)
 	if err != nil {
@@ -357,6 +361,14 @@ func (h *tabletHandler) fetchBucket(t catalog.Table, fb *stromv1.FetchBucket, co
 			// The log returns whole batches: this is not a batch to skip.
 			res.Error = rpc.Detail(fmt.Errorf("bucket %d: stored batch at offset %d: %w", fb.Bucket, res.NextOffset, err))
 			return res, n, nil
+		}
+		if count := int(b.RecordCount()); asJSON && len(res.Rows)+count > rowBudget {
+			if res.NextOffset == fb.Offset && count > h.s.cfg.FetchJSONMaxRows {
+				res.Error = rpc.Detail(fmt.Errorf("%w: bucket %d: the batch at offset %d holds %d rows, over fetch.json.max-rows (%d) for one JSON response; fetch it as Arrow batches or raise the key",
+					rpc.ErrLimitExceeded, fb.Bucket, b.BaseOffset(), count, h.s.cfg.FetchJSONMaxRows))
+				return res, 0, nil
+			}
+			break // the next fetch starts at it
 		}
 		before := len(out)
 		var rows []*structpb.Struct

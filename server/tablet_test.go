@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -416,5 +417,57 @@ func TestStopEndsLongPollFetch(t *testing.T) {
 		}
 	default:
 		t.Fatal("Stop returned with the fetch still waiting")
+	}
+}
+
+// FetchLog answers at most fetch.max.bytes whatever max_bytes asks (a
+// bucket's first batch excepted, as in Kafka), and as JSON at most
+// fetch.json.max-rows rows; a batch larger than that alone is refused with
+// LIMIT_EXCEEDED naming the key, and the bucket's other batches are served.
+func TestFetchLimits(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.FetchMaxBytes = 4 << 10
+	cfg.FetchJSONMaxRows = 50
+	s := startServer(t, cfg)
+	const ddl = "id BIGINT, s STRING"
+	info := createTable(t, s, "demo", "t", ddl, 1)
+	waitReplicas(t, s, info)
+	c := tabletClient(s)
+	ctx := context.Background()
+	produce := func(from, n int) {
+		rows := make([]record.Row, n)
+		for i := range rows {
+			rows[i] = record.Row{int64(from + i), fmt.Sprintf("%x", uint64(from+i)*0x9e3779b97f4a7c15)}
+		}
+		if _, err := c.ProduceLog(ctx, connect.NewRequest(&stromv1.ProduceLogRequest{Database: "demo", Table: "t",
+			Buckets: []*stromv1.ProduceBucket{{Bucket: 0, Records: buildBatch(t, schemaOf(t, ddl), info.SchemaId, rows...)}}})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 20 {
+		produce(i*20, 20) // 20 batches of 20 rows, about 1 KiB each
+	}
+	produce(400, 60) // one batch of more rows than fetch.json.max-rows
+	fetch := func(offset int64, asJSON bool) *stromv1.FetchBucketResult {
+		resp, err := c.FetchLog(ctx, connect.NewRequest(&stromv1.FetchLogRequest{Database: "demo", Table: "t", MaxBytes: 1 << 30, JsonRows: asJSON,
+			Buckets: []*stromv1.FetchBucket{{Bucket: 0, Offset: offset, MaxBytes: 1 << 30}}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Msg.Buckets[0]
+	}
+	if res := fetch(0, false); res.Error != nil || len(res.Records) > 6<<10 || res.NextOffset >= 400 {
+		t.Fatalf("Arrow fetch: %d bytes up to offset %d (%v); fetch.max.bytes is 4 KiB", len(res.Records), res.NextOffset, res.Error)
+	}
+	res := fetch(0, true)
+	if res.Error != nil || len(res.Rows) != 40 || res.NextOffset != 40 {
+		t.Fatalf("JSON fetch: %d rows up to offset %d (%v); want the 2 batches of 20 within 50 rows", len(res.Rows), res.NextOffset, res.Error)
+	}
+	res = fetch(400, true)
+	if res.Error.GetName() != "LIMIT_EXCEEDED" || !strings.Contains(res.Error.GetMessage(), "fetch.json.max-rows") || res.NextOffset != 400 {
+		t.Fatalf("JSON fetch of a 60-row batch: %v, next offset %d", res.Error, res.NextOffset)
+	}
+	if res := fetch(400, false); res.Error != nil || len(res.Records) == 0 {
+		t.Fatalf("the same batch as Arrow: %v", res.Error)
 	}
 }

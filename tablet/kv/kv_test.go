@@ -403,7 +403,7 @@ func TestPrefixLookupAndScans(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		vals, err := f.kv.PrefixLookup(p)
+		vals, more, err := f.kv.PrefixLookup(p, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -411,8 +411,15 @@ func TestPrefixLookupAndScans(t *testing.T) {
 		if a == 4 {
 			want = 0
 		}
-		if len(vals) != want {
-			t.Fatalf("prefix a=%d: %d rows, want %d", a, len(vals), want)
+		if len(vals) != want || more {
+			t.Fatalf("prefix a=%d: %d rows (more %t), want %d", a, len(vals), more, want)
+		}
+		// A byte bound stops before the row that would pass it.
+		if want > 0 {
+			one := len(vals[0])
+			if vals, more, err := f.kv.PrefixLookup(p, one); err != nil || len(vals) != 1 || !more {
+				t.Fatalf("prefix a=%d within %d bytes: %d rows, more %t, %v; want 1 row and more", a, one, len(vals), more, err)
+			}
 		}
 	}
 	if vals, err := f.kv.LimitScan(5); err != nil || len(vals) != 5 {

@@ -48,12 +48,13 @@ func (t *Tablet) Lookup(keys [][]byte) ([][]byte, error) {
 // prefix, in key order: the compacted key of a bucket-key prefix of the
 // primary key is a byte prefix of the key (record's prefix property). The
 // caller (the server) checks that the columns are such a prefix. An empty
-// prefix is an error.
-func (t *Tablet) PrefixLookup(prefix []byte) ([][]byte, error) {
+// prefix is an error. It stops before the values pass maxBytes (≤ 0: no
+// bound), and then reports more: rows are left.
+func (t *Tablet) PrefixLookup(prefix []byte, maxBytes int) (values [][]byte, more bool, err error) {
 	if len(prefix) == 0 {
-		return nil, errors.New("kv: prefix lookup needs a non-empty prefix")
+		return nil, false, errors.New("kv: prefix lookup needs a non-empty prefix")
 	}
-	return t.scan(prefix, prefixEnd(prefix), -1)
+	return t.scan(prefix, prefixEnd(prefix), -1, maxBytes)
 }
 
 // LimitScan returns the values of the first n rows in key order (Fluss's
@@ -62,29 +63,35 @@ func (t *Tablet) LimitScan(n int) ([][]byte, error) {
 	if n <= 0 {
 		return nil, nil
 	}
-	return t.scan(rowsLower, nil, n)
+	values, _, err := t.scan(rowsLower, nil, n, 0)
+	return values, err
 }
 
 // scan collects the values in [lower, upper) (nil upper: no bound), at
-// most n (n < 0: all).
-func (t *Tablet) scan(lower, upper []byte, n int) ([][]byte, error) {
+// most n (n < 0: all) and at most maxBytes of them (≤ 0: no bound); more
+// reports that it stopped at maxBytes with rows left.
+func (t *Tablet) scan(lower, upper []byte, n, maxBytes int) (out [][]byte, more bool, err error) {
 	t.readMu.RLock()
 	defer t.readMu.RUnlock()
 	if t.isClosed() {
-		return nil, ErrClosed
+		return nil, false, ErrClosed
 	}
 	it, err := t.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
-		return nil, fmt.Errorf("kv: scan: %w", err)
+		return nil, false, fmt.Errorf("kv: scan: %w", err)
 	}
-	var out [][]byte
+	size := 0
 	for ok := it.First(); ok && (n < 0 || len(out) < n); ok = it.Next() {
+		if size += len(it.Value()); maxBytes > 0 && size > maxBytes {
+			more = true
+			break
+		}
 		out = append(out, append([]byte(nil), it.Value()...))
 	}
 	if err := it.Close(); err != nil {
-		return nil, fmt.Errorf("kv: scan: %w", err)
+		return nil, false, fmt.Errorf("kv: scan: %w", err)
 	}
-	return out, nil
+	return out, more, nil
 }
 
 // prefixEnd returns the smallest key above every key starting with p, or
