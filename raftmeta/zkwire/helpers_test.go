@@ -159,13 +159,7 @@ func dialRaw(t testing.TB, addr string, timeoutMs int32) *rawClient {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	rc := &rawClient{t: t, c: c}
-	e := &encoder{b: make([]byte, 4)}
-	e.i32(0)
-	e.i64(0)
-	e.i32(timeoutMs)
-	e.i64(0)
-	e.buffer(make([]byte, 16))
-	rc.writeFrame(e.b)
+	rc.writeFrame(connectPacket(timeoutMs))
 	d := &decoder{b: rc.readFrame()}
 	d.i32("proto")
 	d.i32("timeout")
@@ -174,6 +168,17 @@ func dialRaw(t testing.TB, addr string, timeoutMs int32) *rawClient {
 		t.Fatalf("handshake failed: %v sid %d", d.err, rc.sid)
 	}
 	return rc
+}
+
+// connectPacket is a connect request for a new session.
+func connectPacket(timeoutMs int32) []byte {
+	e := &encoder{b: make([]byte, 4)}
+	e.i32(0)
+	e.i64(0)
+	e.i32(timeoutMs)
+	e.i64(0)
+	e.buffer(make([]byte, 16))
+	return e.b
 }
 
 func (rc *rawClient) writeFrame(b []byte) {

@@ -23,13 +23,7 @@ func handshakeFrom(t *testing.T, addr, from string) bool {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	rc := &rawClient{t: t, c: c}
-	e := &encoder{b: make([]byte, 4)}
-	e.i32(0)
-	e.i64(0)
-	e.i32(10000)
-	e.i64(0)
-	e.buffer(make([]byte, 16))
-	rc.writeFrame(e.b)
+	rc.writeFrame(connectPacket(10000))
 	_, err = rc.tryReadFrame()
 	return err == nil
 }
