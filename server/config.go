@@ -509,6 +509,12 @@ func (c Config) Validate() error {
 	if c.FlushIntervalMs < 1 {
 		bad("log.flush.interval-ms", "must be ≥ 1 (%d: never), got %d", int64(math.MaxInt64), c.FlushIntervalMs)
 	}
+	// The high watermark waits for the fsync, so a count above 1 with no
+	// interval would hold a quiet bucket's last writes until they time out.
+	if c.FlushIntervalMessages > 1 && c.FlushIntervalMessages < math.MaxInt64 && c.FlushIntervalMs == math.MaxInt64 {
+		bad("log.flush.interval-messages", "is %d but log.flush.interval-ms is unset: a bucket that receives fewer than %d more messages would never fsync, and its acks=-1 writes would wait until they time out; set log.flush.interval-ms too (e.g. 1000), or log.flush.interval-messages to 1",
+			c.FlushIntervalMessages, c.FlushIntervalMessages)
+	}
 	if c.SessionTimeout < time.Second {
 		bad("session.timeout", "must be at least 1s, got %s", c.SessionTimeout)
 	}

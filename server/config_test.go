@@ -114,6 +114,16 @@ func TestFlushKeys(t *testing.T) {
 	if cfg.FlushIntervalMessages != 1 || cfg.flushInterval() != 250*time.Millisecond {
 		t.Fatalf("from the environment: messages %d, interval %s", cfg.FlushIntervalMessages, cfg.flushInterval())
 	}
+	// A count above 1 alone would never flush a quiet bucket's tail.
+	alone := DefaultConfig()
+	alone.FlushIntervalMessages = 100
+	if err := alone.Validate(); err == nil || !strings.Contains(err.Error(), "log.flush.interval-ms") {
+		t.Errorf("interval-messages 100 without interval-ms: error %v, want one naming log.flush.interval-ms", err)
+	}
+	alone.FlushIntervalMs = 1000
+	if err := alone.Validate(); err != nil {
+		t.Errorf("interval-messages 100 with interval-ms 1000: %v", err)
+	}
 	cfg.FlushIntervalMessages, cfg.FlushIntervalMs = 0, -1
 	err := cfg.Validate()
 	for _, want := range []string{"log.flush.interval-messages", "log.flush.interval-ms"} {
