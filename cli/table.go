@@ -95,7 +95,7 @@ func newTableCreateCmd(g *globals) *cobra.Command {
 	f.StringVar(&schema, "schema", "", "columns: \"name TYPE [NOT NULL] [COMMENT 'text'], ...\"")
 	f.StringSliceVar(&primaryKey, "primary-key", nil, "primary-key columns (makes a primary-key table)")
 	f.StringSliceVar(&bucketKey, "bucket-key", nil, "columns that choose a row's bucket (default: the primary key less partition keys)")
-	f.StringSliceVar(&partition, "partition-key", nil, "STRING columns that partition the table")
+	f.StringSliceVar(&partition, "partition-key", nil, "STRING columns that partition the table (not supported yet: the server refuses them)")
 	f.IntVar(&buckets, "buckets", 0, "number of buckets (default: the cluster's default.bucket.number)")
 	f.StringArrayVar(&options, "option", nil, "table option key=value, repeatable (table.* keys are Fluss's)")
 	f.StringVar(&comment, "comment", "", "a description of the table")
