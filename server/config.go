@@ -94,6 +94,11 @@ type Config struct {
 	// decompressing (the metadata, each buffer's frame magic and declared
 	// size); docs/benchmarks.md has the cost of each.
 	LogValidationFull bool
+	// SegmentVerifyRate bounds, in bytes per second, the background check
+	// of sealed log segments' CRCs (log.segment.verify-rate; default 1 MiB/s,
+	// HDFS's block scanner rate; 0 turns the check off). The check goes
+	// round every sealed segment of the node, again and again.
+	SegmentVerifyRate int64
 	// ZooKeeperListen, when set, serves the ZooKeeper wire protocol over the
 	// metadata tree on this address (zookeeper.listen, --zookeeper-listen;
 	// off when empty; 127.0.0.1:2181 is ZooKeeper's usual port).
@@ -182,6 +187,7 @@ func DefaultConfig() Config {
 		FlushIntervalMs:          math.MaxInt64,
 		ShutdownTimeout:          30 * time.Second,
 		ScannerTTL:               time.Minute,
+		SegmentVerifyRate:        1 << 20,
 		LogFormat:                "text",
 		LogLevel:                 "info",
 
@@ -333,6 +339,16 @@ func Keys() []Key {
 			func(c *Config) *int64 { return &c.FlushIntervalMessages }),
 		int64Key("log.flush.interval-ms", "fsync a bucket's log this many milliseconds after its last fsync; acks=-1 and reads wait for it (9223372036854775807: never)",
 			func(c *Config) *int64 { return &c.FlushIntervalMs }),
+		{Name: "log.segment.verify-rate", Usage: "bytes per second of the background CRC check of sealed log segments (e.g. 1mb; 0: off)",
+			set: func(c *Config, v string) error {
+				n, err := record.ParseMemorySize(strings.TrimSpace(v))
+				if err != nil {
+					return fmt.Errorf("want a rate in bytes per second like 1mb or 512kb, got %q", v)
+				}
+				c.SegmentVerifyRate = n
+				return nil
+			},
+			get: func(c *Config) string { return strconv.FormatInt(c.SegmentVerifyRate, 10) }},
 		{Name: "debug.pprof", Flag: "pprof", Bool: true, Usage: "serve Go's profiler under /debug/pprof/ (true or false)",
 			set: func(c *Config, v string) error {
 				b, err := strconv.ParseBool(strings.TrimSpace(v))
@@ -514,6 +530,9 @@ func (c Config) Validate() error {
 	if c.FlushIntervalMessages > 1 && c.FlushIntervalMessages < math.MaxInt64 && c.FlushIntervalMs == math.MaxInt64 {
 		bad("log.flush.interval-messages", "is %d but log.flush.interval-ms is unset: a bucket that receives fewer than %d more messages would never fsync, and its acks=-1 writes would wait until they time out; set log.flush.interval-ms too (e.g. 1000), or log.flush.interval-messages to 1",
 			c.FlushIntervalMessages, c.FlushIntervalMessages)
+	}
+	if c.SegmentVerifyRate < 0 {
+		bad("log.segment.verify-rate", "must be ≥ 0 bytes per second (0: off), got %d", c.SegmentVerifyRate)
 	}
 	if c.SessionTimeout < time.Second {
 		bad("session.timeout", "must be at least 1s, got %s", c.SessionTimeout)

@@ -4,14 +4,18 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 
 	"strom/record"
 	"strom/record/arrowmsg"
 	stromv1 "strom/rpc/gen/strom/v1"
+	"strom/rpc/gen/strom/v1/stromv1connect"
+	"strom/tablet/replica"
 )
 
 // undecodable returns a copy of batch whose Arrow message no reader can
@@ -161,4 +165,112 @@ func TestProduceValidationFull(t *testing.T) {
 			}
 		})
 	}
+}
+
+// damagedSealedSegment starts a node with 1 KiB segments (every batch seals
+// the one before) and verifyRate, writes six batches to a table's bucket
+// 0, and flips a bit inside the Arrow data of the batch in the second
+// segment, at its end: its last batch of one row. It returns a client, the
+// bucket's replica and that batch's offsets.
+func damagedSealedSegment(t *testing.T, verifyRate int64) (stromv1connect.TabletServiceClient, *replica.Replica, damaged) {
+	t.Helper()
+	cfg := testConfig(t, t.TempDir())
+	cfg.SegmentBytes = 1 << 10
+	cfg.SegmentVerifyRate = verifyRate
+	s := startServer(t, cfg)
+	ctx := context.Background()
+	const ddl = "id BIGINT NOT NULL, name STRING"
+	info := createTable(t, s, "demo", "events", ddl, 1)
+	c := tabletClient(s)
+	for i := range 6 {
+		batch := buildBatch(t, schemaOf(t, ddl), info.SchemaId, record.Row{int64(i), strings.Repeat("x", 700)})
+		resp, err := c.ProduceLog(ctx, connect.NewRequest(&stromv1.ProduceLogRequest{Database: "demo", Table: "events",
+			Buckets: []*stromv1.ProduceBucket{{Bucket: 0, Records: batch}}}))
+		if err != nil || resp.Msg.Buckets[0].Error != nil {
+			t.Fatalf("produce: %v %v", err, resp.Msg.Buckets[0].Error)
+		}
+	}
+	r, err := s.replicas.Replica(replicaTB(info.TableId, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	segs := r.Log().Segments()
+	if len(segs) < 3 || !segs[1].Sealed {
+		t.Fatalf("segments %+v, want a second one sealed", segs)
+	}
+	f, err := os.OpenFile(segs[1].Path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	one := []byte{0}
+	at := segs[1].Size - 16 // in the Arrow data of its last batch
+	if _, err := f.ReadAt(one, at); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{one[0] ^ 0x08}, at); err != nil {
+		t.Fatal(err)
+	}
+	return c, r, damaged{segs[1].NextOffset - 1, segs[1].NextOffset}
+}
+
+// damaged is the offsets [from, to) of the damaged batch.
+type damaged struct{ from, to int64 }
+
+// fetchAt fetches bucket 0 of demo.events from offset, binary, with the
+// columns given (nil: all).
+func fetchAt(t *testing.T, c stromv1connect.TabletServiceClient, offset int64, columns ...string) *stromv1.FetchBucketResult {
+	t.Helper()
+	resp, err := c.FetchLog(context.Background(), connect.NewRequest(&stromv1.FetchLogRequest{Database: "demo", Table: "events",
+		Columns: columns, Buckets: []*stromv1.FetchBucket{{Bucket: 0, Offset: offset, MaxBytes: 1 << 20}}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Msg.Buckets[0]
+}
+
+// wantCorruptRecord checks that res is CORRUPT_RECORD_EXCEPTION for the
+// offsets of seg, with nothing served.
+func wantCorruptRecord(t *testing.T, what string, res *stromv1.FetchBucketResult, seg damaged, reason string) {
+	t.Helper()
+	rng := fmt.Sprintf("[%d, %d)", seg.from, seg.to)
+	if e := res.Error; e == nil || e.Name != "CORRUPT_RECORD_EXCEPTION" || e.Retriable || !strings.Contains(e.Message, rng) ||
+		!strings.Contains(e.Message, reason) || len(res.Records) > 0 || res.NextOffset != seg.to {
+		t.Errorf("%s: %v, %d bytes, next %d; want CORRUPT_RECORD_EXCEPTION for %s (%s), nothing served, next %d",
+			what, e, len(res.Records), res.NextOffset, rng, reason, seg.to)
+	}
+}
+
+// Damage on disk in a sealed segment. A projected fetch checks the stored
+// CRC and refuses the batch, rather than serving it with a fresh CRC (as it
+// did). The background check finds the damage and counts it, and from then
+// on every fetch of those offsets is refused, the others served.
+func TestDamagedSealedSegment(t *testing.T) {
+	t.Run("projection checks the CRC", func(t *testing.T) {
+		c, _, seg := damagedSealedSegment(t, 0)
+		wantCorruptRecord(t, "projected fetch", fetchAt(t, c, seg.from, "id"), seg, "CRC")
+		if res := fetchAt(t, c, seg.to, "id"); res.Error != nil || len(res.Records) == 0 {
+			t.Errorf("projected fetch after it: %v", res.Error)
+		}
+	})
+	t.Run("the background check", func(t *testing.T) {
+		c, r, seg := damagedSealedSegment(t, 64<<20)
+		for deadline := time.Now().Add(30 * time.Second); r.Log().CorruptBatches() == 0; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the background check found nothing in 30s (checked %d bytes)", r.Log().VerifiedBytes())
+			}
+		}
+		if n := r.Log().CorruptBatches(); n != 1 {
+			t.Errorf("CorruptBatches = %d, want 1", n)
+		}
+		wantCorruptRecord(t, "full fetch", fetchAt(t, c, seg.from), seg, "CRC")
+		wantCorruptRecord(t, "projected fetch", fetchAt(t, c, seg.from, "name"), seg, "CRC")
+		before := fetchAt(t, c, seg.from-1)
+		if before.Error != nil || len(before.Records) == 0 || before.NextOffset != seg.from {
+			t.Errorf("fetch before it: %v, next %d", before.Error, before.NextOffset)
+		}
+		if res := fetchAt(t, c, seg.to); res.Error != nil || len(res.Records) == 0 {
+			t.Errorf("fetch after it: %v", res.Error)
+		}
+	})
 }

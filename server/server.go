@@ -188,6 +188,7 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 		Log:                      lc,
 		RetentionInterval:        5 * time.Minute,
 		CheckpointInterval:       5 * time.Second,
+		SegmentVerifyRate:        cfg.SegmentVerifyRate,
 		WriterExpirationInterval: cfg.WriterIDExpirationCheckInterval,
 		KVCache:                  s.kvCache,
 		Logger:                   s.lg,

@@ -20,6 +20,11 @@ import (
 // Read does its file I/O without holding any lock, concurrently with
 // appends; a truncation that races with it makes it start over, so it
 // never returns bytes the log no longer holds.
+//
+// Offsets that VerifyStep found damaged are refused: an offset in such a
+// range gives a *CorruptRecordError naming the range (retrying gets the same
+// answer on this node; a reader may skip to its NextOffset), and a read
+// before one stops at its start.
 func (t *Tablet) Read(offset int64, maxBytes int, maxOffset int64) (ReadInfo, error) {
 	for {
 		info, retry, err := t.readOnce(offset, maxBytes, maxOffset)
@@ -42,7 +47,12 @@ func (t *Tablet) readOnce(offset int64, maxBytes int, maxOffset int64) (info Rea
 		t.mu.Unlock()
 		return info, false, &OffsetOutOfRangeError{Offset: offset, LogStart: start, LogEnd: end}
 	}
-	limit := min(maxOffset, end)
+	damaged, next := t.damagedLocked(offset)
+	if damaged != nil {
+		t.mu.Unlock()
+		return info, false, damaged
+	}
+	limit := min(maxOffset, end, next)
 	if offset >= limit {
 		t.mu.Unlock()
 		return info, false, nil

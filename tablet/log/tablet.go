@@ -73,6 +73,8 @@ type Tablet struct {
 
 	recovery RecoveryInfo // set by Open, read-only after
 
+	verify verifyState // the background check of sealed segments (verify.go)
+
 	// testHookReadIO, if set, runs in Read after its file I/O, before it
 	// checks for a racing truncation.
 	testHookReadIO func()

@@ -39,6 +39,10 @@ type Config struct {
 	// Log.WriterExpiration are forgotten
 	// (server.writer-id.expiration-check-interval).
 	WriterExpirationInterval time.Duration
+	// SegmentVerifyRate bounds, in bytes per second, the background check of
+	// the hosted replicas' sealed log segments (log.segment.verify-rate; see
+	// verify.go); 0 turns it off.
+	SegmentVerifyRate int64
 	// KVCache is the Pebble block cache shared by the node's KV tablets
 	// (nil: each gets a small private one).
 	KVCache *pebble.Cache
@@ -86,6 +90,11 @@ func (m *Manager) Run(ctx context.Context) error {
 		return fmt.Errorf("watch assignments: %w", err)
 	}
 	defer m.closeAll()
+	var bg sync.WaitGroup
+	defer bg.Wait() // before closeAll
+	if m.cfg.SegmentVerifyRate > 0 {
+		bg.Go(func() { m.verifySegments(ctx) })
+	}
 	if err := m.Reconcile(); err != nil {
 		m.lg.Error("reconcile replicas", "err", err)
 	}
