@@ -21,11 +21,15 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	cfg.DefaultBucketNumber = 0
 	cfg.LogFormat = "xml"
 	cfg.SessionTimeout = time.Millisecond
+	cfg.MaxConnectionsPerIP = 0
+	cfg.MaxRequestBytes = 4 << 30
+	cfg.ReadTimeout = 0
 	err := cfg.Validate()
 	if err == nil {
 		t.Fatal("want an error")
 	}
-	for _, want := range []string{"data.dir (--data-dir)", "api.listen (--listen)", "default.bucket.number", "log.format (--log-format)", "session.timeout"} {
+	for _, want := range []string{"data.dir (--data-dir)", "api.listen (--listen)", "default.bucket.number", "log.format (--log-format)", "session.timeout",
+		"max.connections.per.ip", "netty.server.max-request-size", "api.read-timeout"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %q", err, want)
 		}

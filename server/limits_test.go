@@ -15,6 +15,7 @@ import (
 
 	"connectrpc.com/connect"
 	"golang.org/x/net/http2"
+	"google.golang.org/protobuf/proto"
 
 	"strom/record"
 	stromv1 "strom/rpc/gen/strom/v1"
@@ -185,6 +186,32 @@ func TestAPIReadTimeout(t *testing.T) {
 	const ddl = "id BIGINT"
 	info := createTable(t, s, "demo", "t", ddl, 1)
 	waitReplicas(t, s, info)
+	t.Run("slow live upload", func(t *testing.T) {
+		body, err := proto.Marshal(&stromv1.ProduceLogRequest{Database: "demo", Table: "t",
+			Buckets: []*stromv1.ProduceBucket{{Bucket: 0, Records: buildBatch(t, schemaOf(t, ddl), info.SchemaId, record.Row{int64(1)})}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Ten pieces 100ms apart: the whole upload takes longer than
+		// api.read-timeout, no wait between bytes does.
+		req, _ := http.NewRequest(http.MethodPost, "http://"+s.Addr()+produceLogPath, &tricklingReader{data: body, pieces: 10, gap: 100 * time.Millisecond})
+		req.ContentLength = int64(len(body))
+		req.Header.Set("Content-Type", "application/proto")
+		start := time.Now()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var pr stromv1.ProduceLogResponse
+		if resp.StatusCode != http.StatusOK || proto.Unmarshal(out, &pr) != nil || len(pr.Buckets) != 1 || pr.Buckets[0].Error != nil {
+			t.Fatalf("slow upload over %s: %s %q", time.Since(start), resp.Status, out)
+		}
+		if time.Since(start) < cfg.ReadTimeout {
+			t.Fatalf("the upload took %s, not longer than api.read-timeout", time.Since(start))
+		}
+	})
 	for _, hc := range []struct {
 		name string
 		c    *http.Client
@@ -193,7 +220,7 @@ func TestAPIReadTimeout(t *testing.T) {
 			c := tabletClientOver(hc.c, s)
 			start := time.Now()
 			resp, err := c.FetchLog(context.Background(), connect.NewRequest(&stromv1.FetchLogRequest{
-				Database: "demo", Table: "t", MaxWaitMs: 1500, Buckets: []*stromv1.FetchBucket{{Bucket: 0, Offset: 0}}}))
+				Database: "demo", Table: "t", MaxWaitMs: 1500, Buckets: []*stromv1.FetchBucket{{Bucket: 0, Offset: 1}}})) // past the slow upload's record
 			if err != nil || resp.Msg.Buckets[0].Error != nil {
 				t.Fatalf("long poll: %v %v", resp, err)
 			}
@@ -246,4 +273,25 @@ func TestAPIMaxConcurrentStreams(t *testing.T) {
 
 func tabletClientOver(hc *http.Client, s *Server) stromv1connect.TabletServiceClient {
 	return stromv1connect.NewTabletServiceClient(hc, "http://"+s.Addr())
+}
+
+// tricklingReader returns data in pieces, gap apart.
+type tricklingReader struct {
+	data   []byte
+	pieces int
+	gap    time.Duration
+	sent   int
+}
+
+func (r *tricklingReader) Read(p []byte) (int, error) {
+	if len(r.data) == 0 {
+		return 0, io.EOF
+	}
+	if r.sent > 0 {
+		time.Sleep(r.gap) // pacing the upload, not waiting for a condition
+	}
+	r.sent++
+	n := copy(p[:min(len(p), max(len(r.data)/max(r.pieces-r.sent+1, 1), 1))], r.data)
+	r.data = r.data[n:]
+	return n, nil
 }
