@@ -269,6 +269,19 @@ func int64Key(name, usage string, field func(*Config) *int64) Key {
 		get: func(c *Config) string { return strconv.FormatInt(*field(c), 10) }}
 }
 
+func boolKey(name, flag, usage string, field func(*Config) *bool) Key {
+	return Key{Name: name, Flag: flag, Usage: usage, Bool: true,
+		set: func(c *Config, v string) error {
+			b, err := strconv.ParseBool(strings.TrimSpace(v))
+			if err != nil {
+				return fmt.Errorf("want true or false, got %q", v)
+			}
+			*field(c) = b
+			return nil
+		},
+		get: func(c *Config) string { return strconv.FormatBool(*field(c)) }}
+}
+
 func durationKey(name, flag, usage string, field func(*Config) *time.Duration) Key {
 	return Key{Name: name, Flag: flag, Usage: usage,
 		set: func(c *Config, v string) error {
@@ -315,50 +328,18 @@ func Keys() []Key {
 			func(c *Config) *int { return &c.DefaultBucketNumber }),
 		intKey("default.replication.factor", "", "replication factor of a table that names none",
 			func(c *Config) *int { return &c.DefaultReplicationFactor }),
-		{Name: "log.segment.file-size", Usage: "size at which a bucket's log rolls to a new segment (e.g. 1gb, 256mb)",
-			set: func(c *Config, v string) error {
-				n, err := record.ParseMemorySize(strings.TrimSpace(v))
-				if err != nil {
-					return fmt.Errorf("want a size like 1gb or 256mb, got %q", v)
-				}
-				c.SegmentBytes = n
-				return nil
-			},
-			get: func(c *Config) string { return strconv.FormatInt(c.SegmentBytes, 10) }},
-		{Name: "log.validation.full", Bool: true, Usage: "decompress and decode every produced Arrow batch before appending it (true or false)",
-			set: func(c *Config, v string) error {
-				b, err := strconv.ParseBool(strings.TrimSpace(v))
-				if err != nil {
-					return fmt.Errorf("want true or false, got %q", v)
-				}
-				c.LogValidationFull = b
-				return nil
-			},
-			get: func(c *Config) string { return strconv.FormatBool(c.LogValidationFull) }},
+		sizeKey("log.segment.file-size", "size at which a bucket's log rolls to a new segment (e.g. 1gb, 256mb)",
+			func(c *Config) *int64 { return &c.SegmentBytes }),
+		boolKey("log.validation.full", "", "decompress and decode every produced Arrow batch before appending it (true or false)",
+			func(c *Config) *bool { return &c.LogValidationFull }),
 		int64Key("log.flush.interval-messages", "fsync a bucket's log after this many messages; acks=-1 and reads wait for it (9223372036854775807: never)",
 			func(c *Config) *int64 { return &c.FlushIntervalMessages }),
 		int64Key("log.flush.interval-ms", "fsync a bucket's log this many milliseconds after its last fsync; acks=-1 and reads wait for it (9223372036854775807: never)",
 			func(c *Config) *int64 { return &c.FlushIntervalMs }),
-		{Name: "log.segment.verify-rate", Usage: "bytes per second of the background CRC check of sealed log segments (e.g. 1mb; 0: off)",
-			set: func(c *Config, v string) error {
-				n, err := record.ParseMemorySize(strings.TrimSpace(v))
-				if err != nil {
-					return fmt.Errorf("want a rate in bytes per second like 1mb or 512kb, got %q", v)
-				}
-				c.SegmentVerifyRate = n
-				return nil
-			},
-			get: func(c *Config) string { return strconv.FormatInt(c.SegmentVerifyRate, 10) }},
-		{Name: "debug.pprof", Flag: "pprof", Bool: true, Usage: "serve Go's profiler under /debug/pprof/ (true or false)",
-			set: func(c *Config, v string) error {
-				b, err := strconv.ParseBool(strings.TrimSpace(v))
-				if err != nil {
-					return fmt.Errorf("want true or false, got %q", v)
-				}
-				c.Pprof = b
-				return nil
-			},
-			get: func(c *Config) string { return strconv.FormatBool(c.Pprof) }},
+		sizeKey("log.segment.verify-rate", "bytes per second of the background CRC check of sealed log segments (e.g. 1mb; 0: off)",
+			func(c *Config) *int64 { return &c.SegmentVerifyRate }),
+		boolKey("debug.pprof", "pprof", "serve Go's profiler under /debug/pprof/ (true or false)",
+			func(c *Config) *bool { return &c.Pprof }),
 		durationKey("session.timeout", "", "metadata session timeout of the node",
 			func(c *Config) *time.Duration { return &c.SessionTimeout }),
 		durationKey("kv.scanner.ttl", "", "how long an unused ScanKv scanner lives",
