@@ -26,15 +26,17 @@ const DefaultAddress = "localhost:9123"
 
 // Client talks to a Strom cluster. It is safe for concurrent use.
 type Client struct {
-	baseURL string
-	http    *http.Client
-	admin   stromv1connect.AdminServiceClient
-	tablet  stromv1connect.TabletServiceClient
+	baseURL      string
+	http         *http.Client
+	admin        stromv1connect.AdminServiceClient
+	tablet       stromv1connect.TabletServiceClient
+	retryTimeout time.Duration
 }
 
 type options struct {
-	httpClient  *http.Client
-	dialTimeout time.Duration
+	httpClient   *http.Client
+	dialTimeout  time.Duration
+	retryTimeout time.Duration
 }
 
 // Option configures a Client.
@@ -46,10 +48,14 @@ func WithHTTPClient(hc *http.Client) Option { return func(o *options) { o.httpCl
 // WithDialTimeout bounds how long connecting to a node may take (default 5s).
 func WithDialTimeout(d time.Duration) Option { return func(o *options) { o.dialTimeout = d } }
 
+// WithRetryTimeout bounds how long a call is retried while it fails with a
+// retriable error, when its context has no sooner deadline (default 30s).
+func WithRetryTimeout(d time.Duration) Option { return func(o *options) { o.retryTimeout = d } }
+
 // New returns a client for the node at addr ("host:port", or a URL with
 // http:// or https://). It does not connect until the first call.
 func New(addr string, opts ...Option) (*Client, error) {
-	o := options{dialTimeout: 5 * time.Second}
+	o := options{dialTimeout: 5 * time.Second, retryTimeout: 30 * time.Second}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -73,6 +79,8 @@ func New(addr string, opts ...Option) (*Client, error) {
 		http:    o.httpClient,
 		admin:   stromv1connect.NewAdminServiceClient(o.httpClient, base, noGzip),
 		tablet:  stromv1connect.NewTabletServiceClient(o.httpClient, base, noGzip),
+
+		retryTimeout: o.retryTimeout,
 	}, nil
 }
 
@@ -166,10 +174,45 @@ func isTransportError(err error) bool {
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
+// call sends req with fn, and sends it again, with backoff, while it fails
+// with a retriable error (the node said so, as NODE_NOT_READY while it
+// starts, or no node answered), until ctx ends or the client's retry
+// timeout passes; then it returns the last error. For calls that are safe
+// to repeat: a mutating call whose answer was lost may, sent again, report
+// that its effect exists already (as with Kafka's admin client).
 func call[Req, Resp any](ctx context.Context, c *Client, fn func(context.Context, *connect.Request[Req]) (*connect.Response[Resp], error), req *Req) (*Resp, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.retryTimeout)
+	defer cancel()
+	return retry(ctx, func(ctx context.Context) (*Resp, error) { return callOnce(ctx, c, fn, req) })
+}
+
+// callOnce sends req with fn once, with errors as wrap returns them.
+func callOnce[Req, Resp any](ctx context.Context, c *Client, fn func(context.Context, *connect.Request[Req]) (*connect.Response[Resp], error), req *Req) (*Resp, error) {
 	resp, err := fn(ctx, connect.NewRequest(req))
 	if err != nil {
 		return nil, c.wrap(err)
 	}
 	return resp.Msg, nil
+}
+
+// retry calls fn until it succeeds, fails with an error that is not
+// retriable, or ctx ends, sleeping between tries from 50ms doubling to 1s.
+// It returns fn's last result.
+func retry[T any](ctx context.Context, fn func(ctx context.Context) (T, error)) (T, error) {
+	backoff := 50 * time.Millisecond
+	for {
+		v, err := fn(ctx)
+		if err == nil || !retriable(err) || ctx.Err() != nil {
+			return v, err
+		}
+		if d, ok := ctx.Deadline(); ok && time.Until(d) < backoff {
+			return v, err
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return v, err
+		}
+		backoff = min(2*backoff, time.Second)
+	}
 }

@@ -28,9 +28,21 @@ func startNode(t *testing.T) *client.Client {
 // startNodeIn is startNode with its data in dir.
 func startNodeIn(t *testing.T, dir string) *client.Client {
 	t.Helper()
+	s := startServer(t, dir, "127.0.0.1:0")
+	c, err := client.New(s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// startServer runs a real single-node server in-process, its data in dir
+// and its API on listen, and returns once it is ready.
+func startServer(t *testing.T, dir, listen string) *server.Server {
+	t.Helper()
 	cfg := server.DefaultConfig()
 	cfg.DataDir = dir
-	cfg.Listen = "127.0.0.1:0"
+	cfg.Listen = listen
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -44,11 +56,7 @@ func startNodeIn(t *testing.T, dir string) *client.Client {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Stop(context.Background()) })
-	c, err := client.New(s.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return s
 }
 
 func createTable(t *testing.T, c *client.Client, db, name string, buckets int32, bucketKey []string, cols ...*stromv1.Column) *client.Table {

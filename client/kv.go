@@ -69,7 +69,7 @@ func (t *Table) NewUpsertWriter(_ context.Context, opts ...WriterOption) (*Upser
 		},
 		stamp: func(b []byte, id int64, seq int32) { record.KvBatch(b).SetWriter(id, seq) },
 		send: func(ctx context.Context, bucket int32, batch []byte, acks int32, timeout time.Duration) (*stromv1.ProduceBucketResult, error) {
-			resp, err := call(ctx, t.c, t.c.tablet.PutKv, &stromv1.PutKvRequest{
+			resp, err := callOnce(ctx, t.c, t.c.tablet.PutKv, &stromv1.PutKvRequest{
 				Database: t.info.Database, Table: t.info.Table, Acks: &acks, TimeoutMs: int32(timeout / time.Millisecond),
 				TargetColumns: targets, Buckets: []*stromv1.PutKvBucket{{Bucket: bucket, Records: batch}},
 			})
@@ -443,7 +443,13 @@ func (t *Table) Scan(ctx context.Context, bucket int32, limit int) ([]record.Row
 	var out []record.Row
 	var id []byte
 	for {
-		resp, err := call(ctx, t.c, t.c.tablet.ScanKv, &stromv1.ScanKvRequest{
+		// Only the first page is retried: a later one whose answer was
+		// lost is gone from the scanner, and asking again would skip it.
+		send := call[stromv1.ScanKvRequest, stromv1.ScanKvResponse]
+		if id != nil {
+			send = callOnce[stromv1.ScanKvRequest, stromv1.ScanKvResponse]
+		}
+		resp, err := send(ctx, t.c, t.c.tablet.ScanKv, &stromv1.ScanKvRequest{
 			Database: t.info.Database, Table: t.info.Table, Bucket: bucket, ScannerId: id,
 		})
 		if err != nil {

@@ -614,21 +614,18 @@ func (w *pipeline) writerID(deadline time.Time) (int64, error) {
 	if w.writer.id != record.NoWriterID {
 		return w.writer.id, nil
 	}
-	backoff := 50 * time.Millisecond
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.requestTimeout)
-		resp, err := call(ctx, w.t.c, w.t.c.tablet.InitWriter, &stromv1.InitWriterRequest{})
-		cancel()
-		if err == nil {
-			w.writer.id = resp.WriterId
-			return w.writer.id, nil
-		}
-		if !retriable(err) || time.Now().Add(backoff).After(deadline) {
-			return record.NoWriterID, fmt.Errorf("client: init writer: %w", err)
-		}
-		time.Sleep(backoff)
-		backoff = min(backoff*2, 2*time.Second)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	resp, err := retry(ctx, func(ctx context.Context) (*stromv1.InitWriterResponse, error) {
+		ctx, cancel := context.WithTimeout(ctx, w.cfg.requestTimeout)
+		defer cancel()
+		return callOnce(ctx, w.t.c, w.t.c.tablet.InitWriter, &stromv1.InitWriterRequest{})
+	})
+	if err != nil {
+		return record.NoWriterID, fmt.Errorf("client: init writer: %w", err)
 	}
+	w.writer.id = resp.WriterId
+	return w.writer.id, nil
 }
 
 // retireWriter stops the use of writer id once a batch under it failed for

@@ -25,11 +25,11 @@ import (
 // Content-Length (in chunks). Servers that do not know it ignore it.
 const BodyLengthHeader = "Strom-Body-Length"
 
-// produce calls ProduceLog, with errors as call returns them. Requests of
-// JSON rows go through connect-go.
+// produce calls ProduceLog once, with errors as callOnce returns them (its
+// callers retry). Requests of JSON rows go through connect-go.
 func (c *Client) produce(ctx context.Context, m *stromv1.ProduceLogRequest) (*stromv1.ProduceLogResponse, error) {
 	if len(m.Rows) > 0 {
-		return call(ctx, c, c.tablet.ProduceLog, m)
+		return callOnce(ctx, c, c.tablet.ProduceLog, m)
 	}
 	resp, err := c.produceLog(ctx, m)
 	return resp, c.wrap(err)

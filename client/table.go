@@ -83,9 +83,9 @@ func detailError(d *stromv1.ErrorDetail) *Error {
 // their own batches.
 func (t *Table) ProduceBatches(ctx context.Context, bucket int32, batches []byte, acks int) error {
 	a := int32(acks)
-	backoff := 50 * time.Millisecond
-	deadline := time.Now().Add(time.Minute)
-	for {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	_, err := retry(ctx, func(ctx context.Context) (struct{}, error) {
 		resp, err := t.c.produce(ctx, &stromv1.ProduceLogRequest{
 			Database: t.info.Database, Table: t.info.Table, Acks: &a,
 			Buckets: []*stromv1.ProduceBucket{{Bucket: bucket, Records: batches}},
@@ -93,16 +93,9 @@ func (t *Table) ProduceBatches(ctx context.Context, bucket int32, batches []byte
 		if err == nil && len(resp.Buckets) == 1 && resp.Buckets[0].Error != nil {
 			err = detailError(resp.Buckets[0].Error)
 		}
-		if err == nil || !retriable(err) || time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-time.After(backoff):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		backoff = min(2*backoff, time.Second)
-	}
+		return struct{}{}, err
+	})
+	return err
 }
 
 // InitWriter returns a new idempotent writer id from the cluster, for

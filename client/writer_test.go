@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -256,4 +257,54 @@ func TestOneWriterIDForAllBuckets(t *testing.T) {
 			t.Errorf("%d InitWriter calls for %d buckets and one failure, want 2", got, buckets)
 		}
 	})
+}
+
+// countCalls is a transport that counts the requests sent.
+type countCalls struct {
+	next http.RoundTripper
+	n    atomic.Int64
+}
+
+func (c *countCalls) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return c.next.RoundTrip(r)
+}
+
+// An admin call made before the node is up waits for it: it is retried,
+// with backoff, while no node listens (connection refused) and while the
+// node starts (NODE_NOT_READY), then served.
+func TestCallWaitsForTheNodeToStart(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	calls := &countCalls{next: http.DefaultTransport}
+	c, err := client.New(addr, client.WithHTTPClient(&http.Client{Transport: calls}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Admin().CreateDatabase(ctx, &stromv1.CreateDatabaseRequest{Database: "early"})
+		done <- err
+	}()
+	// The node starts only once the call has found nothing there.
+	for calls.n.Load() == 0 {
+		select {
+		case err := <-done:
+			t.Fatalf("CreateDatabase with no node up returned at once: %v", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	startServer(t, t.TempDir(), addr)
+	if err := <-done; err != nil {
+		t.Fatalf("CreateDatabase made before the node started: %v", err)
+	}
+	if _, err := c.Admin().GetDatabase(ctx, "early"); err != nil {
+		t.Fatal(err)
+	}
 }

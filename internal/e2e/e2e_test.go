@@ -46,6 +46,15 @@ type node struct {
 // startNode runs `strom server args...` in dir and waits for /readyz at addr.
 func startNode(t *testing.T, bin, dir, addr string, args ...string) *node {
 	t.Helper()
+	n := launchNode(t, bin, dir, addr, args...)
+	n.waitReady()
+	return n
+}
+
+// launchNode runs `strom server args...` in dir, serving at addr, without
+// waiting for it.
+func launchNode(t *testing.T, bin, dir, addr string, args ...string) *node {
+	t.Helper()
 	n := &node{t: t, addr: addr, logs: new(bytes.Buffer), done: make(chan error, 1)}
 	n.cmd = exec.Command(bin, append([]string{"server"}, args...)...)
 	n.cmd.Dir = dir
@@ -64,24 +73,29 @@ func startNode(t *testing.T, bin, dir, addr string, args ...string) *node {
 			t.Logf("server logs:\n%s", n.logs)
 		}
 	})
+	return n
+}
+
+// waitReady waits for the node's /readyz.
+func (n *node) waitReady() {
+	n.t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
 		case err := <-n.done:
-			t.Fatalf("server exited before it was ready: %v\n%s", err, n.logs)
+			n.t.Fatalf("server exited before it was ready: %v\n%s", err, n.logs)
 		default:
 		}
-		resp, err := http.Get("http://" + addr + "/readyz")
+		resp, err := http.Get("http://" + n.addr + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return n
+				return
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("server not ready at %s within 60s\n%s", addr, n.logs)
-	return nil
+	n.t.Fatalf("server not ready at %s within 60s\n%s", n.addr, n.logs)
 }
 
 // kill sends sig and waits for the process to exit.
@@ -383,7 +397,7 @@ func TestCLIErrors(t *testing.T) {
 		{[]string{"db", "create", "bad name"}, []string{"bad name"}},
 		{[]string{"db", "create"}, []string{"NAME"}},
 		{[]string{"db", "list", "--output", "yaml"}, []string{"--output", "yaml"}},
-		{[]string{"db", "list", "--server", "127.0.0.1:1"}, []string{"cannot reach", "127.0.0.1:1"}},
+		{[]string{"db", "list", "--server", "127.0.0.1:1", "--timeout", "1s"}, []string{"cannot reach", "127.0.0.1:1"}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			out, errOut, err := stromResult(bin, addr, tc.args...)
@@ -403,6 +417,24 @@ func TestCLIErrors(t *testing.T) {
 	// Nothing was created by the failures.
 	if got := strom(t, bin, addr, "table", "list", "demo"); got != "" {
 		t.Fatalf("tables after failed creates: %q", got)
+	}
+}
+
+// TestCLIWaitsForStartingNode: a command given right after `strom server &`
+// works without the user retrying (the client retries while nothing listens
+// and while the node answers NODE_NOT_READY), and SIGTERM stops the node
+// cleanly.
+func TestCLIWaitsForStartingNode(t *testing.T) {
+	bin := buildStrom(t)
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	n := launchNode(t, bin, dir, addr, "--data-dir", dir, "--listen", addr, "--raft-listen", freeAddr(t))
+	strom(t, bin, addr, "db", "create", "early")
+	if got := strom(t, bin, addr, "db", "list"); !strings.Contains(got, "early") {
+		t.Fatalf("db list = %q", got)
+	}
+	if err := n.kill(syscall.SIGTERM); err != nil {
+		t.Fatalf("SIGTERM: %v", err)
 	}
 }
 
