@@ -643,12 +643,18 @@ func (w *pipeline) retireWriter(id int64) {
 // delivery timeout. The batch keeps its writer id and sequence across
 // retries, so the server writes it once. OUT_OF_ORDER_SEQUENCE means an
 // earlier batch of the writer has not arrived: it is retried while that
-// batch may still be written, and fails once the writer is broken.
+// batch may still be written, and fails once the writer is broken or no
+// earlier batch is unsettled.
 func (s *bucketSender) send(sb *sealedBatch, writerID int64) (int64, error) {
 	w := s.w
 	deadline := time.Now().Add(w.cfg.deliveryTimeout)
 	backoff := 50 * time.Millisecond
 	for attempt := 0; ; attempt++ {
+		// oldest: every earlier batch of the bucket has settled, so the
+		// server has all of them that succeeded.
+		s.mu.Lock()
+		oldest := s.mu.window[0] == sb
+		s.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.requestTimeout)
 		res, err := w.kind.send(ctx, sb.bucket, sb.data, w.cfg.acks, w.cfg.requestTimeout)
 		cancel()
@@ -660,8 +666,12 @@ func (s *bucketSender) send(sb *sealedBatch, writerID int64) (int64, error) {
 		}
 		again := retriable(err)
 		if outOfOrder(err) && writerID != record.NoWriterID {
+			// Retried while a batch before it may still arrive: one was
+			// unsettled when this attempt was sent, and none failed. With
+			// none, the server has forgotten the writer (idle past
+			// server.writer-id.expiration-time): the batch fails now.
 			s.mu.Lock()
-			again = !(s.mu.writerID == writerID && s.mu.broken)
+			again = !(s.mu.writerID == writerID && s.mu.broken) && !oldest
 			s.mu.Unlock()
 		}
 		if !again || time.Now().Add(backoff).After(deadline) {

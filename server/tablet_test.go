@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -13,6 +14,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"strom/client"
 	"strom/record"
 	stromv1 "strom/rpc/gen/strom/v1"
 	"strom/rpc/gen/strom/v1/stromv1connect"
@@ -469,5 +471,57 @@ func TestFetchLimits(t *testing.T) {
 	}
 	if res := fetch(400, false); res.Error != nil || len(res.Records) == 0 {
 		t.Fatalf("the same batch as Arrow: %v", res.Error)
+	}
+}
+
+// A writer idle for longer than server.writer-id.expiration-time is
+// forgotten by the bucket: its next batch is refused at once (no earlier
+// batch of it can still arrive, so retrying cannot help), and the writer
+// goes on under a new writer id.
+func TestWriterIdlePastExpirationStartsOver(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.WriterIDExpirationTime = time.Millisecond
+	cfg.WriterIDExpirationCheckInterval = time.Hour // the test runs the check
+	s := startServer(t, cfg)
+	info := createTable(t, s, "demo", "t", "id BIGINT", 1)
+	waitReplicas(t, s, info)
+	ctx := t.Context()
+	c, err := client.New(s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := c.Table(ctx, "demo", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := tbl.NewAppendWriter(ctx, client.DeliveryTimeout(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(ctx)
+	write := func(i int64) error {
+		w.Append(ctx, record.Row{i})
+		return w.Flush(ctx)
+	}
+	if err := write(0); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.replicas.Replica(replicaTB(info.TableId, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r.Log().RemoveExpiredWriters() == 0 { // once a millisecond has passed
+		time.Sleep(time.Millisecond)
+	}
+	err = write(1)
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.Name != "OUT_OF_ORDER_SEQUENCE_EXCEPTION" || !strings.Contains(err.Error(), "after 1 attempts") {
+		t.Fatalf("first batch after the writer expired: %v, want OUT_OF_ORDER_SEQUENCE at the first attempt", err)
+	}
+	if err := write(2); err != nil {
+		t.Fatalf("batch under the new writer id: %v", err)
+	}
+	if end := r.Log().LogEndOffset(); end != 2 {
+		t.Fatalf("log end %d, want 2 (rows 0 and 2)", end)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"strom/record"
 )
 
 // Sentinel errors. Returned errors wrap them with detail; compare with
@@ -44,6 +46,10 @@ type SequenceError struct {
 }
 
 func (e *SequenceError) Error() string {
+	if e.Last == record.NoBatchSequence {
+		return fmt.Sprintf("%v: writer %d sent sequence %d, but the bucket does not know the writer (new, or idle for longer than server.writer-id.expiration-time): a writer starts at sequence 0",
+			ErrOutOfOrderSequence, e.WriterID, e.Sequence)
+	}
 	return fmt.Sprintf("%v: writer %d sent sequence %d, the last appended is %d", ErrOutOfOrderSequence, e.WriterID, e.Sequence, e.Last)
 }
 
