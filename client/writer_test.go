@@ -52,6 +52,25 @@ func (h *holdBucket) RoundTrip(r *http.Request) (*http.Response, error) {
 	return h.next.RoundTrip(r)
 }
 
+// keyedTable starts a node with a table demo.t of columns v BIGINT and
+// k STRING, bucketed by k, and opens it through a client whose requests go
+// through rt.
+func keyedTable(t *testing.T, ctx context.Context, buckets int32, rt http.RoundTripper) *client.Table {
+	t.Helper()
+	c := startNode(t)
+	createTable(t, c, "demo", "t", buckets, []string{"k"},
+		&stromv1.Column{Name: "v", Type: "BIGINT"}, &stromv1.Column{Name: "k", Type: "STRING"})
+	c2, err := client.New(c.Address(), client.WithHTTPClient(&http.Client{Transport: rt}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := c2.Table(ctx, "demo", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl
+}
+
 // keyFor returns a value of the bucket-key column "k" that the table's
 // bucketing puts in bucket b.
 func keyFor(t *testing.T, tbl *client.Table, b int32) string {
@@ -82,20 +101,10 @@ func keyFor(t *testing.T, tbl *client.Table, b int32) string {
 // A bucket whose appends are stuck holds up only its own batches: appends
 // to the writer's other buckets still go through and are acknowledged.
 func TestSlowBucketDoesNotStallOtherBuckets(t *testing.T) {
-	c := startNode(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	createTable(t, c, "demo", "slow", 2, []string{"k"},
-		&stromv1.Column{Name: "k", Type: "STRING"}, &stromv1.Column{Name: "v", Type: "BIGINT"})
 	hold := &holdBucket{next: http.DefaultTransport, bucket: 0, release: make(chan struct{})}
-	c2, err := client.New(c.Address(), client.WithHTTPClient(&http.Client{Transport: hold}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tbl, err := c2.Table(ctx, "demo", "slow")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := keyedTable(t, ctx, 2, hold)
 	// A batch per row: the stuck bucket has far more batches than it may
 	// have in flight, and they take little of the buffer memory.
 	w, err := tbl.NewAppendWriter(ctx, client.BatchSize(1))
@@ -106,11 +115,11 @@ func TestSlowBucketDoesNotStallOtherBuckets(t *testing.T) {
 	done := make(chan []*client.Future, 1)
 	go func() {
 		for i := range 500 {
-			w.Append(ctx, record.Row{stuck, int64(i)})
+			w.Append(ctx, record.Row{int64(i), stuck})
 		}
 		var fs []*client.Future
 		for i := range 20 {
-			fs = append(fs, w.Append(ctx, record.Row{free, int64(i)}))
+			fs = append(fs, w.Append(ctx, record.Row{int64(i), free}))
 		}
 		done <- fs
 	}()
@@ -177,20 +186,10 @@ func (f *faults) RoundTrip(r *http.Request) (*http.Response, error) {
 // result.
 func writeThrough(t *testing.T, f *faults, buckets int32, n int) error {
 	t.Helper()
-	c := startNode(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	createTable(t, c, "demo", "w", buckets, []string{"k"},
-		&stromv1.Column{Name: "v", Type: "BIGINT"}, &stromv1.Column{Name: "k", Type: "STRING"})
 	f.next = http.DefaultTransport
-	c2, err := client.New(c.Address(), client.WithHTTPClient(&http.Client{Transport: f}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tbl, err := c2.Table(ctx, "demo", "w")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := keyedTable(t, ctx, buckets, f)
 	w, err := tbl.NewAppendWriter(ctx, client.BatchSize(64))
 	if err != nil {
 		t.Fatal(err)
