@@ -48,8 +48,10 @@ func WithHTTPClient(hc *http.Client) Option { return func(o *options) { o.httpCl
 // WithDialTimeout bounds how long connecting to a node may take (default 5s).
 func WithDialTimeout(d time.Duration) Option { return func(o *options) { o.dialTimeout = d } }
 
-// WithRetryTimeout bounds how long a call is retried while it fails with a
-// retriable error, when its context has no sooner deadline (default 30s).
+// WithRetryTimeout bounds how long, from its first try, a call is retried
+// while it fails with a retriable error (default 30s; the call's context
+// bounds it too). It does not bound a try: a long-poll fetch takes as long
+// as it asks to.
 func WithRetryTimeout(d time.Duration) Option { return func(o *options) { o.retryTimeout = d } }
 
 // New returns a client for the node at addr ("host:port", or a URL with
@@ -177,13 +179,12 @@ func isTransportError(err error) bool {
 // call sends req with fn, and sends it again, with backoff, while it fails
 // with a retriable error (the node said so, as NODE_NOT_READY while it
 // starts, or no node answered), until ctx ends or the client's retry
-// timeout passes; then it returns the last error. For calls that are safe
-// to repeat: a mutating call whose answer was lost may, sent again, report
-// that its effect exists already (as with Kafka's admin client).
+// timeout has passed since the first try; then it returns the last error.
+// For calls that are safe to repeat: a mutating call whose answer was lost
+// may, sent again, report that its effect exists already (as with Kafka's
+// admin client).
 func call[Req, Resp any](ctx context.Context, c *Client, fn func(context.Context, *connect.Request[Req]) (*connect.Response[Resp], error), req *Req) (*Resp, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.retryTimeout)
-	defer cancel()
-	return retry(ctx, func(ctx context.Context) (*Resp, error) { return callOnce(ctx, c, fn, req) })
+	return retry(ctx, time.Now().Add(c.retryTimeout), func(ctx context.Context) (*Resp, error) { return callOnce(ctx, c, fn, req) })
 }
 
 // callOnce sends req with fn once, with errors as wrap returns them.
@@ -196,13 +197,14 @@ func callOnce[Req, Resp any](ctx context.Context, c *Client, fn func(context.Con
 }
 
 // retry calls fn until it succeeds, fails with an error that is not
-// retriable, or ctx ends, sleeping between tries from 50ms doubling to 1s.
-// It returns fn's last result.
-func retry[T any](ctx context.Context, fn func(ctx context.Context) (T, error)) (T, error) {
+// retriable, ctx ends, or the next try would start after until, sleeping
+// between tries from 50ms doubling to 1s. It returns fn's last result. It
+// bounds the retrying, not a try: a try may take as long as ctx allows.
+func retry[T any](ctx context.Context, until time.Time, fn func(ctx context.Context) (T, error)) (T, error) {
 	backoff := 50 * time.Millisecond
 	for {
 		v, err := fn(ctx)
-		if err == nil || !retriable(err) || ctx.Err() != nil {
+		if err == nil || !retriable(err) || ctx.Err() != nil || time.Now().Add(backoff).After(until) {
 			return v, err
 		}
 		if d, ok := ctx.Deadline(); ok && time.Until(d) < backoff {

@@ -53,23 +53,27 @@ func (t *Table) Buckets() int32 { return t.info.GetDescriptor_().GetBucketCount(
 
 // Offsets returns, for every bucket, the offset spec asks for: EARLIEST,
 // LATEST (the high watermark) or TIMESTAMP (first offset at or after at).
+// A bucket's retriable error (one not served yet, just after its table was
+// created) is retried as a failed call is.
 func (t *Table) Offsets(ctx context.Context, spec stromv1.OffsetSpec, at time.Time) (map[int32]int64, error) {
-	resp, err := call(ctx, t.c, t.c.tablet.ListOffsets, &stromv1.ListOffsetsRequest{
-		Database: t.info.Database, Table: t.info.Table, Spec: spec, TimestampMs: at.UnixMilli(),
-	})
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[int32]int64, len(resp.Buckets))
-	var errs []error
-	for _, b := range resp.Buckets {
-		if b.Error != nil {
-			errs = append(errs, detailError(b.Error))
-			continue
+	return retry(ctx, time.Now().Add(t.c.retryTimeout), func(ctx context.Context) (map[int32]int64, error) {
+		resp, err := callOnce(ctx, t.c, t.c.tablet.ListOffsets, &stromv1.ListOffsetsRequest{
+			Database: t.info.Database, Table: t.info.Table, Spec: spec, TimestampMs: at.UnixMilli(),
+		})
+		if err != nil {
+			return nil, err
 		}
-		out[b.Bucket] = b.Offset
-	}
-	return out, errors.Join(errs...)
+		out := make(map[int32]int64, len(resp.Buckets))
+		var errs []error
+		for _, b := range resp.Buckets {
+			if b.Error != nil {
+				errs = append(errs, detailError(b.Error))
+				continue
+			}
+			out[b.Bucket] = b.Offset
+		}
+		return out, errors.Join(errs...)
+	})
 }
 
 // detailError turns a per-bucket ErrorDetail into an *Error.
@@ -83,9 +87,7 @@ func detailError(d *stromv1.ErrorDetail) *Error {
 // their own batches.
 func (t *Table) ProduceBatches(ctx context.Context, bucket int32, batches []byte, acks int) error {
 	a := int32(acks)
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	_, err := retry(ctx, func(ctx context.Context) (struct{}, error) {
+	_, err := retry(ctx, time.Now().Add(time.Minute), func(ctx context.Context) (struct{}, error) {
 		resp, err := t.c.produce(ctx, &stromv1.ProduceLogRequest{
 			Database: t.info.Database, Table: t.info.Table, Acks: &a,
 			Buckets: []*stromv1.ProduceBucket{{Bucket: bucket, Records: batches}},

@@ -307,3 +307,34 @@ func TestCallWaitsForTheNodeToStart(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The retry timeout bounds the retrying, not a call: a long poll longer
+// than it is answered, not cut off.
+func TestRetryTimeoutDoesNotBoundACall(t *testing.T) {
+	c := startNode(t)
+	ctx := t.Context()
+	// Offsets retries until the bucket is served.
+	if _, err := createTable(t, c, "demo", "empty", 1, nil, &stromv1.Column{Name: "v", Type: "BIGINT"}).
+		Offsets(ctx, stromv1.OffsetSpec_OFFSET_SPEC_EARLIEST, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	c2, err := client.New(c.Address(), client.WithRetryTimeout(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := c2.Table(ctx, "demo", "empty")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := tbl.NewLogScanner(client.MaxWait(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.Subscribe(ctx, 0, client.Earliest()); err != nil {
+		t.Fatal(err)
+	}
+	fs, err := sc.Poll(ctx)
+	if err != nil || len(fs.Records()) != 0 {
+		t.Fatalf("a poll waiting longer than the retry timeout: %v, %v", fs, err)
+	}
+}
