@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -87,7 +88,22 @@ func (g *globals) run(cmd *cobra.Command, timeout time.Duration, fn func(ctx con
 	if !slices.Contains(strings.Split(outputs, ","), g.output) {
 		return fmt.Errorf("--output: want %s, got %q", strings.ReplaceAll(outputs, ",", " or "), g.output)
 	}
-	c, err := client.New(g.server)
+	// Say once what a call that keeps failing is waiting for (a node still
+	// starting, or none there yet), rather than hanging silently.
+	var told sync.Once
+	notify := client.WithRetryNotify(func(_ error, waited time.Duration) {
+		if waited < time.Second {
+			return
+		}
+		told.Do(func() {
+			until := "--timeout"
+			if timeout > 0 {
+				until += " " + timeout.String()
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "strom: no answer from a ready node at %s yet; retrying until %s runs out\n", g.server, until)
+		})
+	})
+	c, err := client.New(g.server, notify)
 	if err != nil {
 		return fmt.Errorf("--server: %w", err)
 	}

@@ -31,12 +31,14 @@ type Client struct {
 	admin        stromv1connect.AdminServiceClient
 	tablet       stromv1connect.TabletServiceClient
 	retryTimeout time.Duration
+	onRetry      func(err error, waited time.Duration)
 }
 
 type options struct {
 	httpClient   *http.Client
 	dialTimeout  time.Duration
 	retryTimeout time.Duration
+	onRetry      func(err error, waited time.Duration)
 }
 
 // Option configures a Client.
@@ -53,6 +55,13 @@ func WithDialTimeout(d time.Duration) Option { return func(o *options) { o.dialT
 // bounds it too). It does not bound a try: a long-poll fetch takes as long
 // as it asks to.
 func WithRetryTimeout(d time.Duration) Option { return func(o *options) { o.retryTimeout = d } }
+
+// WithRetryNotify has f called before each retry of a call, with the error
+// of the try that failed and the time since the call's first try, so a
+// program can say what it is waiting for. f must not block.
+func WithRetryNotify(f func(err error, waited time.Duration)) Option {
+	return func(o *options) { o.onRetry = f }
+}
 
 // New returns a client for the node at addr ("host:port", or a URL with
 // http:// or https://). It does not connect until the first call.
@@ -83,6 +92,7 @@ func New(addr string, opts ...Option) (*Client, error) {
 		tablet:  stromv1connect.NewTabletServiceClient(o.httpClient, base, noGzip),
 
 		retryTimeout: o.retryTimeout,
+		onRetry:      o.onRetry,
 	}, nil
 }
 
@@ -100,6 +110,10 @@ func newHTTPClient(dialTimeout time.Duration) *http.Client {
 	// Keep those connections open (the default keeps 2 per host and
 	// closes the rest after use).
 	t.MaxIdleConnsPerHost = 64
+	// Close idle connections well before the server does
+	// (netty.connection.max-idle-time, 10 minutes), so a request is not
+	// sent on a connection the server is closing.
+	t.IdleConnTimeout = 90 * time.Second
 	t.Protocols = new(http.Protocols)
 	t.Protocols.SetHTTP2(true)
 	t.Protocols.SetHTTP1(true)
@@ -184,7 +198,7 @@ func isTransportError(err error) bool {
 // may, sent again, report that its effect exists already (as with Kafka's
 // admin client).
 func call[Req, Resp any](ctx context.Context, c *Client, fn func(context.Context, *connect.Request[Req]) (*connect.Response[Resp], error), req *Req) (*Resp, error) {
-	return retry(ctx, time.Now().Add(c.retryTimeout), func(ctx context.Context) (*Resp, error) { return callOnce(ctx, c, fn, req) })
+	return retry(ctx, time.Now().Add(c.retryTimeout), c.onRetry, func(ctx context.Context) (*Resp, error) { return callOnce(ctx, c, fn, req) })
 }
 
 // callOnce sends req with fn once, with errors as wrap returns them.
@@ -200,8 +214,10 @@ func callOnce[Req, Resp any](ctx context.Context, c *Client, fn func(context.Con
 // retriable, ctx ends, or the next try would start after until, sleeping
 // between tries from 50ms doubling to 1s. It returns fn's last result. It
 // bounds the retrying, not a try: a try may take as long as ctx allows.
-func retry[T any](ctx context.Context, until time.Time, fn func(ctx context.Context) (T, error)) (T, error) {
+// onRetry, when not nil, hears of each retry before its sleep.
+func retry[T any](ctx context.Context, until time.Time, onRetry func(error, time.Duration), fn func(ctx context.Context) (T, error)) (T, error) {
 	backoff := 50 * time.Millisecond
+	start := time.Now()
 	for {
 		v, err := fn(ctx)
 		if err == nil || !retriable(err) || ctx.Err() != nil || time.Now().Add(backoff).After(until) {
@@ -209,6 +225,9 @@ func retry[T any](ctx context.Context, until time.Time, fn func(ctx context.Cont
 		}
 		if d, ok := ctx.Deadline(); ok && time.Until(d) < backoff {
 			return v, err
+		}
+		if onRetry != nil {
+			onRetry(err, time.Since(start))
 		}
 		select {
 		case <-time.After(backoff):

@@ -614,7 +614,7 @@ func (w *pipeline) writerID(deadline time.Time) (int64, error) {
 	if w.writer.id != record.NoWriterID {
 		return w.writer.id, nil
 	}
-	resp, err := retry(context.Background(), deadline, func(ctx context.Context) (*stromv1.InitWriterResponse, error) {
+	resp, err := retry(context.Background(), deadline, w.t.c.onRetry, func(ctx context.Context) (*stromv1.InitWriterResponse, error) {
 		ctx, cancel := context.WithTimeout(ctx, w.cfg.requestTimeout)
 		defer cancel()
 		return callOnce(ctx, w.t.c, w.t.c.tablet.InitWriter, &stromv1.InitWriterRequest{})

@@ -56,7 +56,7 @@ func (t *Table) Buckets() int32 { return t.info.GetDescriptor_().GetBucketCount(
 // A bucket's retriable error (one not served yet, just after its table was
 // created) is retried as a failed call is.
 func (t *Table) Offsets(ctx context.Context, spec stromv1.OffsetSpec, at time.Time) (map[int32]int64, error) {
-	return retry(ctx, time.Now().Add(t.c.retryTimeout), func(ctx context.Context) (map[int32]int64, error) {
+	return retry(ctx, time.Now().Add(t.c.retryTimeout), t.c.onRetry, func(ctx context.Context) (map[int32]int64, error) {
 		resp, err := callOnce(ctx, t.c, t.c.tablet.ListOffsets, &stromv1.ListOffsetsRequest{
 			Database: t.info.Database, Table: t.info.Table, Spec: spec, TimestampMs: at.UnixMilli(),
 		})
@@ -87,7 +87,7 @@ func detailError(d *stromv1.ErrorDetail) *Error {
 // their own batches.
 func (t *Table) ProduceBatches(ctx context.Context, bucket int32, batches []byte, acks int) error {
 	a := int32(acks)
-	_, err := retry(ctx, time.Now().Add(time.Minute), func(ctx context.Context) (struct{}, error) {
+	_, err := retry(ctx, time.Now().Add(time.Minute), t.c.onRetry, func(ctx context.Context) (struct{}, error) {
 		resp, err := t.c.produce(ctx, &stromv1.ProduceLogRequest{
 			Database: t.info.Database, Table: t.info.Table, Acks: &a,
 			Buckets: []*stromv1.ProduceBucket{{Bucket: bucket, Records: batches}},

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -336,5 +337,42 @@ func TestRetryTimeoutDoesNotBoundACall(t *testing.T) {
 	fs, err := sc.Poll(ctx)
 	if err != nil || len(fs.Records()) != 0 {
 		t.Fatalf("a poll waiting longer than the retry timeout: %v, %v", fs, err)
+	}
+}
+
+// WithRetryNotify hears of every retry, with the failed try's error and the
+// time since the first try; a call that cannot succeed ends with the retry
+// timeout.
+func TestRetryNotify(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	var mu sync.Mutex
+	var waited []time.Duration
+	var errs []error
+	c, err := client.New(addr, client.WithRetryTimeout(500*time.Millisecond),
+		client.WithRetryNotify(func(err error, d time.Duration) {
+			mu.Lock()
+			defer mu.Unlock()
+			waited, errs = append(waited, d), append(errs, err)
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Admin().ListDatabases(t.Context()); err == nil {
+		t.Fatal("ListDatabases with no node up succeeded")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(waited) < 2 {
+		t.Fatalf("notified of %d retries, want several", len(waited))
+	}
+	for i := range waited {
+		if errs[i] == nil || (i > 0 && waited[i] <= waited[i-1]) {
+			t.Fatalf("retry %d: err %v, waited %v (all %v)", i, errs[i], waited[i], waited)
+		}
 	}
 }
