@@ -528,12 +528,17 @@ func (c *conn) handle(r *request) error {
 	case opAddWatch:
 		mode := raftmeta.WatchMode(r.flags)
 		if mode != raftmeta.WatchPersistent && mode != raftmeta.WatchPersistentRecursive {
-			return c.replyErr(r.xid, raftmeta.ErrBadArguments)
+			// ZooKeeper's DataTree.addWatch throws IllegalArgumentException,
+			// which FinalRequestProcessor answers MarshallingError.
+			c.reply(r.xid, codeMarshallingError, nil)
+			return nil
 		}
 		if err := node.AddWatch(r.path, c.w, mode); err != nil {
 			return c.replyErr(r.xid, err)
 		}
-		c.reply(r.xid, codeOK, nil)
+		// The reply is an ErrorResponse record (err i32, 0): the Java
+		// client reads it and drops a connection whose reply lacks it.
+		c.reply(r.xid, codeOK, func(e *encoder) { e.i32(codeOK) })
 	case opRemoveWatches:
 		if err := node.RemoveWatches(r.path, c.w, raftmeta.WatcherType(r.flags)); err != nil {
 			return c.replyErr(r.xid, err)

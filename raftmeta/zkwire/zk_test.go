@@ -402,7 +402,12 @@ func TestPersistentAndRecursiveWatches(t *testing.T) {
 	c, _ := connect(t, []string{s.Addr().String()}, time.Second, nil)
 	rc := dialRaw(t, s.Addr().String(), 5000)
 	addWatch := func(path string, mode int32) int32 {
-		code, _, _ := rc.call(opAddWatch, func(e *encoder) { e.str(path); e.i32(mode) })
+		code, d, _ := rc.call(opAddWatch, func(e *encoder) { e.str(path); e.i32(mode) })
+		// The body is ZooKeeper's ErrorResponse (err 0); the Java client
+		// drops the connection without it.
+		if err := d.i32("err"); code == codeOK && (err != 0 || d.err != nil || d.remaining() != 0) {
+			t.Fatalf("addWatch reply body: err %d, %v, %d trailing bytes; want exactly i32 0", err, d.err, d.remaining())
+		}
 		return code
 	}
 	if code := addWatch("/p", 0); code != codeOK {
