@@ -605,12 +605,9 @@ func (c *conn) buildOp(r *request) (raftmeta.Op, error) {
 	if r.flags < 0 || r.flags > int32(raftmeta.PersistentSequentialWithTTL) {
 		return raftmeta.Op{}, fmt.Errorf("%w: create flags %d", raftmeta.ErrBadArguments, r.flags)
 	}
-	mode := raftmeta.CreateMode(r.flags)
-	switch {
-	case r.op == opCreateContainer && !mode.IsContainer(),
-		r.op == opCreateTTL && !mode.IsTTL(),
-		r.op != opCreateTTL && mode.IsTTL():
-		return raftmeta.Op{}, fmt.Errorf("%w: create mode %s with %s", raftmeta.ErrBadArguments, mode, opName(r.op))
+	mode, err := createMode(r.op, raftmeta.CreateMode(r.flags))
+	if err != nil {
+		return raftmeta.Op{}, err
 	}
 	acl, err := c.fixACL(r.acl)
 	if err != nil {
@@ -625,6 +622,26 @@ func (c *conn) buildOp(r *request) (raftmeta.Op, error) {
 		op.TTL = time.Duration(r.ttl) * time.Millisecond
 	}
 	return op, nil
+}
+
+// createMode is the mode of the node a create op makes with flags, as
+// ZooKeeper 3.8 (with extendedTypesEnabled) decides it: the op picks the
+// transaction, the flags only ephemeral and sequential. So createContainer
+// makes a container whatever the flags (sequential ones are refused: a
+// sequential container has no mode here), create and create2 with the
+// container flag a persistent node, and a TTL mode needs createTTL (its
+// ttl is -1 otherwise, which ZooKeeper's validateTTL refuses) and
+// createTTL a TTL mode (its ttl is set).
+func createMode(op int32, mode raftmeta.CreateMode) (raftmeta.CreateMode, error) {
+	switch {
+	case op == opCreateContainer && !mode.IsSequential() && !mode.IsTTL():
+		return raftmeta.Container, nil
+	case op == opCreateContainer, op == opCreateTTL && !mode.IsTTL(), op != opCreateTTL && mode.IsTTL():
+		return 0, fmt.Errorf("%w: create mode %s with %s", raftmeta.ErrBadArguments, mode, opName(op))
+	case mode.IsContainer():
+		return raftmeta.Persistent, nil
+	}
+	return mode, nil
 }
 
 // fixACL is ZooKeeper's fixupACL: an empty list is invalid, "auth" entries

@@ -225,23 +225,34 @@ func buildRequest(xid, op int32, body func(e *encoder)) []byte {
 // collecting the notifications that arrive before it.
 func (rc *rawClient) call(op int32, body func(e *encoder)) (code int32, d *decoder, events []raftmeta.Event) {
 	rc.t.Helper()
-	rc.xid++
-	rc.writeFrame(buildRequest(rc.xid, op, body))
+	code, _, b, events := rc.callXid(0, op, body)
+	return code, &decoder{b: b}, events
+}
+
+// callXid is call with the reply's zxid and its whole body; xid 0 sends
+// the next xid, another value is sent as is (auth -4, setWatches -8).
+func (rc *rawClient) callXid(xid, op int32, body func(e *encoder)) (code int32, zxid int64, b []byte, events []raftmeta.Event) {
+	rc.t.Helper()
+	if xid == 0 {
+		rc.xid++
+		xid = rc.xid
+	}
+	rc.writeFrame(buildRequest(xid, op, body))
 	for {
 		d := &decoder{b: rc.readFrame()}
-		xid := d.i32("xid")
+		rxid := d.i32("xid")
 		zxid := d.i64("zxid")
 		code := d.i32("err")
-		if xid == xidNotification {
+		if rxid == xidNotification {
 			typ := d.i32("type")
 			d.i32("state")
 			events = append(events, raftmeta.Event{Type: raftmeta.EventType(typ), Path: d.str("path"), Zxid: zxid})
 			continue
 		}
-		if xid != rc.xid {
-			rc.t.Fatalf("reply xid %d, want %d", xid, rc.xid)
+		if rxid != xid {
+			rc.t.Fatalf("reply xid %d, want %d", rxid, xid)
 		}
-		return code, d, events
+		return code, zxid, d.b[d.off:], events
 	}
 }
 

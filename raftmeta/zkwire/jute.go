@@ -53,8 +53,11 @@ func (e *encoder) strs(v []string) {
 // stored count of child creates (ZooKeeper's StatPersisted, which also
 // numbers sequential children); ZooKeeper reports creates plus deletes,
 // computed as 2*cversion - numChildren (DataNode.copyStat), so /zookeeper
-// shows -2 on a fresh server.
+// shows -2 on a fresh server. The ephemeral owner of a container or TTL
+// node (ZooKeeper's EphemeralType encodings, both negative; session ids,
+// Raft indexes, are positive) is reported as 0, as DataNode.copyStat does.
 func (e *encoder) stat(s raftmeta.Stat) {
+	owner := max(s.EphemeralOwner, 0)
 	e.i64(s.Czxid)
 	e.i64(s.Mzxid)
 	e.i64(s.Ctime)
@@ -62,7 +65,7 @@ func (e *encoder) stat(s raftmeta.Stat) {
 	e.i32(s.Version)
 	e.i32(2*s.Cversion - s.NumChildren)
 	e.i32(s.Aversion)
-	e.i64(s.EphemeralOwner)
+	e.i64(owner)
 	e.i32(s.DataLength)
 	e.i32(s.NumChildren)
 	e.i64(s.Pzxid)
