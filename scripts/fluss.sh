@@ -234,11 +234,11 @@ run() {
   wait_log coordinator "" 'New tablet server callback for tablet server 0' 30 \
     "the coordinator seeing tablet server 0 (its ZooKeeper child watch)" || return 2
   log "$TARGET: TabletServer 0 up on 127.0.0.1:$ts after $(( $(date +%s) - t0 )) s; running FlussCheck"
-  set +e
   ROWS=$ROWS timeout 600 java -Xmx"$CLIENT_HEAP" "${JVM[@]}" -Djava.io.tmpdir="$WORK/tmp" "${L4JOPT[@]}" \
-    -Dlog.file="$WORK/logs/client.log" -cp "$CLIENT_CP" FlussCheck "127.0.0.1:$cs" > "$WORK/logs/check.out" 2> "$WORK/logs/check.err"
-  rc=$?
-  set -e
+    -Dlog.file="$WORK/logs/client.log" -cp "$CLIENT_CP" FlussCheck "127.0.0.1:$cs" > "$WORK/logs/check.out" 2> "$WORK/logs/check.err" &
+  PIDS+=($!) # waited for in the background, so a signal stops the run at once (the trap)
+  set +e; wait "${PIDS[-1]}"; rc=$?; set -e
+  unset 'PIDS[-1]'
   sed 's/^/  /' "$WORK/logs/check.out" >&2
   out=$(tail -n 1 "$WORK/logs/check.out")
   if [ $rc -ne 0 ] || [ "$out" != PASS ]; then
