@@ -2,6 +2,7 @@ package zkwire
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/sha1"
 	"crypto/subtle"
@@ -10,9 +11,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf16"
 
 	"strom/raftmeta"
 )
@@ -497,14 +500,18 @@ func (c *conn) handle(r *request) error {
 		})
 	case opGetAllChildrenNumber:
 		n, err := node.CountDescendants(r.path)
+		if errors.Is(err, raftmeta.ErrBadArguments) {
+			err = raftmeta.ErrNoNode // ZooKeeper does not check the path: no node has it
+		}
 		if err != nil {
 			return c.replyErr(r.xid, err)
 		}
 		c.reply(r.xid, codeOK, func(e *encoder) { e.i32(int32(n)) })
 	case opGetEphemerals:
 		var out []string
-		for _, p := range node.Ephemerals(c.sid) {
-			if r.path == "" || r.path == "/" || strings.HasPrefix(p, r.path) {
+		prefix := strings.TrimFunc(r.path, func(r rune) bool { return r <= ' ' }) // Java's trim
+		for _, p := range c.ephemerals() {
+			if prefix == "" || prefix == "/" || strings.HasPrefix(p, r.path) {
 				out = append(out, p)
 			}
 		}
@@ -539,13 +546,24 @@ func (c *conn) handle(r *request) error {
 		// The reply is an ErrorResponse record (err i32, 0): the Java
 		// client reads it and drops a connection whose reply lacks it.
 		c.reply(r.xid, codeOK, func(e *encoder) { e.i32(codeOK) })
-	case opRemoveWatches:
-		if err := node.RemoveWatches(r.path, c.w, raftmeta.WatcherType(r.flags)); err != nil {
-			return c.replyErr(r.xid, err)
+	case opRemoveWatches, opCheckWatches:
+		t := raftmeta.WatcherType(r.flags)
+		if t < raftmeta.WatcherChildren || t > raftmeta.WatcherPersistentRecursive {
+			// WatcherType.fromInt throws; FinalRequestProcessor answers
+			// MarshallingError.
+			c.reply(r.xid, codeMarshallingError, nil)
+			return nil
 		}
-		c.reply(r.xid, codeOK, nil)
-	case opCheckWatches:
-		if err := node.CheckWatches(r.path, c.w, raftmeta.WatcherType(r.flags)); err != nil {
+		f := node.RemoveWatches
+		if r.op == opCheckWatches {
+			f = node.CheckWatches
+		}
+		err := f(r.path, c.w, t)
+		if errors.Is(err, raftmeta.ErrBadArguments) {
+			// ZooKeeper does not check the path: no watch is on it.
+			err = raftmeta.ErrNoWatcher
+		}
+		if err != nil {
 			return c.replyErr(r.xid, err)
 		}
 		c.reply(r.xid, codeOK, nil)
@@ -556,8 +574,13 @@ func (c *conn) handle(r *request) error {
 			e.str("ip")
 			e.str(host)
 			for _, id := range c.authIDs {
+				user := id.ID
+				if id.Scheme == "digest" {
+					// DigestAuthenticationProvider.getUserName: the user, not the hash.
+					user, _, _ = strings.Cut(user, ":")
+				}
 				e.str(id.Scheme)
-				e.str(id.ID)
+				e.str(user)
 			}
 		}))
 	case opCloseSession:
@@ -895,4 +918,44 @@ func (c *conn) setWatches(r *request) {
 		frames = append(frames, e.b)
 	}
 	c.jobs <- job{xid: r.xid, code: codeOK, before: frames, start: time.Now()}
+}
+
+// ephemerals returns the session's ephemeral nodes in the order ZooKeeper's
+// getEphemerals lists them: the iteration order of a clone of the session's
+// HashSet<String> (DataTree.getEphemerals). HashMap iterates bucket by
+// bucket, each bucket in insertion order. The clone's table has
+// tableSizeFor((int)(size/0.75f + 1)) buckets and is filled in the
+// original's iteration order: by bucket under the original's capacity (16,
+// doubled while the size passes 3/4 of it), then by insertion, which is
+// creation order (czxid). Not reproduced: a capacity grown by a larger past
+// size, and treeified buckets.
+func (c *conn) ephemerals() []string {
+	paths := c.s.node.Ephemerals(c.sid)
+	czxid := make(map[string]int64, len(paths))
+	for _, p := range paths {
+		st, _ := c.s.node.Exists(p)
+		czxid[p] = st.Czxid
+	}
+	orig := uint32(16)
+	for uint32(len(paths)) > orig*3/4 {
+		orig *= 2
+	}
+	clone := uint32(1)
+	for t := uint32(float32(len(paths))/0.75 + 1); clone < t; {
+		clone *= 2
+	}
+	slices.SortStableFunc(paths, func(a, b string) int {
+		ha, hb := javaHash(a), javaHash(b)
+		return cmp.Or(cmp.Compare(ha&(clone-1), hb&(clone-1)), cmp.Compare(ha&(orig-1), hb&(orig-1)), cmp.Compare(czxid[a], czxid[b]))
+	})
+	return paths
+}
+
+// javaHash is Java's String.hashCode spread as HashMap.hash does.
+func javaHash(s string) uint32 {
+	var h uint32
+	for _, u := range utf16.Encode([]rune(s)) {
+		h = 31*h + uint32(u)
+	}
+	return h ^ (h >> 16)
 }
