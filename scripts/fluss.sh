@@ -26,7 +26,7 @@
 # Time on the shared 2-core box (2026-12-01): ~15 s per passing run once installed (three JVMs
 # start; the cluster is ready in ~6 s), plus ~12 s for the first mvn resolve; a CoordinatorServer
 # that cannot keep its ZooKeeper session exits after ~45 s, one that hangs fails after the 90 s
-# readiness timeout. Too slow for scripts/test.sh on this shared machine for now: not in CI.
+# readiness timeout. scripts/test.sh (so CI) runs `both`, against its private ZooKeeper.
 #
 # Env: FLUSS_VERSION (0.9.1-incubating), ROWS (1000), ZK_ROOT (zookeeper.path.root, /fluss),
 #      CS_HEAP (512m), TS_HEAP (1g), CLIENT_HEAP (512m), STROM_ZK_ADDR (an external ZooKeeper for

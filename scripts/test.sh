@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The project's test command: formatting, vet, staticcheck, generated code
-# up to date, buf lint, then every test with the race detector. Needs only Go;
-# every tool is pinned in go.mod and run with `go tool`.
+# up to date, buf lint, then every test with the race detector, short fuzzing,
+# and real Fluss servers on the ZooKeeper shim. Go tools are pinned in go.mod
+# and run with `go tool`; ZooKeeper (Debian's package) and Fluss's jars (Maven)
+# are installed by the scripts it calls; the Fluss step needs a JDK and mvn.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -47,3 +49,8 @@ scripts/fuzz.sh -d 4s record/arrowmsg:FuzzParse record/arrowmsg:FuzzProject reco
 step "allocation tests (without -race, which changes allocation)"
 # Files built with !race: they measure what the produce path allocates.
 go test -count=1 -run 'DoesNotCopy' "$@" ./server/ ./client/
+
+step "the reference deployment: real Apache Fluss servers on Strom's ZooKeeper shim"
+# Installs Fluss's jars with Maven into a cache once; runs Fluss's own client
+# against Fluss on the real ZooKeeper above (the reference), then on the shim.
+scripts/fluss.sh both
