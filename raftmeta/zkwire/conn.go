@@ -478,19 +478,19 @@ func (c *conn) handle(r *request) error {
 			st, err = node.Exists(r.path)
 		}
 		if err != nil {
-			return c.replyErr(r.xid, err)
+			return c.replyErr(r.xid, readErr(err))
 		}
 		c.reply(r.xid, codeOK, func(e *encoder) { e.stat(st) })
 	case opGetData:
 		data, st, err := node.GetW(r.path, c.watcherIf(r.watch))
 		if err != nil {
-			return c.replyErr(r.xid, err)
+			return c.replyErr(r.xid, readErr(err))
 		}
 		c.reply(r.xid, codeOK, func(e *encoder) { e.buffer(data); e.stat(st) })
 	case opGetChildren, opGetChildren2:
 		kids, st, err := node.ZKChildren(r.path, c.watcherIf(r.watch))
 		if err != nil {
-			return c.replyErr(r.xid, err)
+			return c.replyErr(r.xid, readErr(err))
 		}
 		c.reply(r.xid, codeOK, func(e *encoder) {
 			e.strs(kids)
@@ -500,11 +500,8 @@ func (c *conn) handle(r *request) error {
 		})
 	case opGetAllChildrenNumber:
 		n, err := node.CountDescendants(r.path)
-		if errors.Is(err, raftmeta.ErrBadArguments) {
-			err = raftmeta.ErrNoNode // ZooKeeper does not check the path: no node has it
-		}
 		if err != nil {
-			return c.replyErr(r.xid, err)
+			return c.replyErr(r.xid, readErr(err))
 		}
 		c.reply(r.xid, codeOK, func(e *encoder) { e.i32(int32(n)) })
 	case opGetEphemerals:
@@ -519,7 +516,7 @@ func (c *conn) handle(r *request) error {
 	case opGetACL:
 		acl, st, err := node.GetACL(r.path)
 		if err != nil {
-			return c.replyErr(r.xid, err)
+			return c.replyErr(r.xid, readErr(err))
 		}
 		c.reply(r.xid, codeOK, func(e *encoder) { e.acls(acl); e.stat(st) })
 	case opSync:
@@ -596,6 +593,16 @@ func (c *conn) handle(r *request) error {
 		c.reply(r.xid, codeUnimplemented, nil)
 	}
 	return nil
+}
+
+// readErr is the error of a read: ZooKeeper does not check a read's path
+// (only for NUL), so a path raftmeta refuses (relative, trailing slash, ...)
+// names no node: NoNode.
+func readErr(err error) error {
+	if errors.Is(err, raftmeta.ErrBadArguments) {
+		return raftmeta.ErrNoNode
+	}
+	return err
 }
 
 func (c *conn) watcherIf(watch bool) *raftmeta.Watcher {
@@ -719,6 +726,22 @@ func encodeResult(e *encoder, op int32, res raftmeta.OpResult) {
 	}
 }
 
+// multiCreateOp is the op ZooKeeper runs for a create inside a multi: it
+// rebuilds each one from its flags (MultiOperationRecord → Op.create), so
+// the container flag makes a createContainer, any other non-TTL flags a
+// plain create (createContainer then makes a persistent node, create2
+// answers without a stat, createTTL ignores its ttl). A TTL mode is left
+// to buildOp (createTTL only).
+func multiCreateOp(op, flags int32) int32 {
+	switch mode := raftmeta.CreateMode(flags); {
+	case op != opCreate && op != opCreate2 && op != opCreateContainer && op != opCreateTTL, mode.IsTTL():
+		return op
+	case mode.IsContainer():
+		return opCreateContainer
+	}
+	return opCreate
+}
+
 // multiResultType is the type a multi result carries for a sub-op.
 func multiResultType(op int32) int32 {
 	switch op {
@@ -732,6 +755,9 @@ func (c *conn) multi(r *request) error {
 	if len(r.ops) == 0 {
 		c.reply(r.xid, codeOK, func(e *encoder) { endMulti(e) })
 		return nil
+	}
+	for i := range r.ops {
+		r.ops[i].op = multiCreateOp(r.ops[i].op, r.ops[i].flags)
 	}
 	ops := make([]raftmeta.Op, 0, len(r.ops))
 	bad, badErr := -1, error(nil)
@@ -856,7 +882,7 @@ func (c *conn) multiRead(e *encoder, r *request) {
 				continue
 			}
 		}
-		code, _ := errCode(err)
+		code, _ := errCode(readErr(err))
 		e.i32(opError)
 		e.boolean(false)
 		e.i32(code)

@@ -165,6 +165,31 @@ func maskStat(st []byte, sid int64) {
 	}
 }
 
+// maskMulti masks the stats in a multi's results.
+func maskMulti(body []byte, sid int64) {
+	d := &decoder{b: body}
+	for d.err == nil {
+		typ, done := d.i32("type"), d.boolean("done")
+		d.i32("err")
+		if done {
+			return
+		}
+		switch typ {
+		case opCreate:
+			d.str("path")
+		case opCreate2:
+			d.str("path")
+			fallthrough
+		case opSetData:
+			if st := d.take(68, "stat"); st != nil {
+				maskStat(st, sid)
+			}
+		case opError:
+			d.i32("err")
+		}
+	}
+}
+
 // runRaw runs c on a fresh connection to addr under root and returns its
 // transcript: per step the reply's err, body (hex, stats masked) and the
 // events that came before it; a final exists collects late events.
@@ -184,6 +209,9 @@ func runRaw(t *testing.T, addr, root string, c rawCase) []string {
 		if at := statAt(s.op, body); code == codeOK && at >= 0 {
 			maskStat(body[at:at+68], rc.sid)
 		}
+		if s.op == opMulti {
+			maskMulti(body, rc.sid)
+		}
 		line := fmt.Sprintf("%s(%s) -> err %d body [%s]", opName(s.op),
 			strings.ReplaceAll(hex.EncodeToString(desc.b), hex.EncodeToString([]byte(root)), "<root>"), code,
 			strings.ReplaceAll(hex.EncodeToString(body), hex.EncodeToString([]byte(root)), "<root>"))
@@ -193,6 +221,18 @@ func runRaw(t *testing.T, addr, root string, c rawCase) []string {
 		out = append(out, line)
 	}
 	return out
+}
+
+// deleteTree deletes p and everything under it.
+func (rc *rawClient) deleteTree(p string) {
+	code, d, _ := rc.call(opGetChildren, func(e *encoder) { e.str(p); e.boolean(false) })
+	if code != codeOK {
+		return
+	}
+	for _, k := range d.strs("children") {
+		rc.deleteTree(p + "/" + k)
+	}
+	rc.call(opDelete, func(e *encoder) { e.str(p); e.i32(-1) })
 }
 
 // serverVersion is the version a server reports to srvr ("3.8.0-...").
@@ -219,9 +259,9 @@ func serverVersion(t *testing.T, addr string) string {
 func runRawCases(t *testing.T, cases []rawCase) {
 	real := realZooKeeper(t)
 	_, s := newShim(t)
-	rc, _ := connect(t, []string{real}, 10*time.Second, nil)
 	run := fmt.Sprintf("/strom-raw-%d", time.Now().UnixNano())
-	t.Cleanup(func() { deleteTree(rc, run) })
+	cleaner := dialRaw(t, real, 60000)
+	t.Cleanup(func() { cleaner.deleteTree(run) })
 	for _, addr := range []string{real, s.Addr().String()} {
 		code, _, _ := dialRaw(t, addr, 10000).call(opCreate, func(e *encoder) { stepCreate(opCreate, "", 0).body(e, rawCtx{root: run}) })
 		if code != codeOK {
@@ -479,6 +519,47 @@ func TestRawOtherOpsAgainstZooKeeper(t *testing.T) {
 			{op: opWhoAmI, body: func(e *encoder, x rawCtx) {}},
 			{op: opAuth, xid: xidAuth, body: func(e *encoder, x rawCtx) { e.i32(0); e.str("digest"); e.buffer([]byte("user:secret")) }},
 			{op: opWhoAmI, body: func(e *encoder, x rawCtx) {}},
+		}},
+	})
+}
+
+func TestRawEdgesAgainstZooKeeper(t *testing.T) {
+	rel := func(op int32, body func(e *encoder)) rawStep {
+		return rawStep{op: op, body: func(e *encoder, x rawCtx) { body(e) }}
+	}
+	multi := func(subs ...rawStep) rawStep {
+		ttl := false
+		for _, s := range subs {
+			ttl = ttl || s.ttl
+		}
+		return rawStep{op: opMulti, ttl: ttl, body: func(e *encoder, x rawCtx) {
+			for _, s := range subs {
+				e.i32(s.op)
+				e.boolean(false)
+				e.i32(-1)
+				s.body(e, x)
+			}
+			e.i32(-1)
+			e.boolean(true)
+			e.i32(-1)
+		}}
+	}
+	runRawCases(t, []rawCase{
+		{"relativePaths", []rawStep{
+			rel(opExists, func(e *encoder) { e.str("rel"); e.boolean(false) }),
+			rel(opGetData, func(e *encoder) { e.str("rel"); e.boolean(false) }),
+			rel(opGetChildren, func(e *encoder) { e.str("rel"); e.boolean(false) }),
+			rel(opGetChildren2, func(e *encoder) { e.str("rel"); e.boolean(false) }),
+			rel(opGetACL, func(e *encoder) { e.str("rel") }),
+		}},
+		{"multiCreates", []rawStep{
+			multi(stepCreate(opCreate2, "/a", 0), stepCreate(opCreateContainer, "/c", 4), stepCreate(opCreate, "/b", 2)),
+			multi(stepCreate(opCreate2, "/a", 0), stepCreate(opCreateContainer, "/d", 4)),
+			multi(stepCreate(opCreateContainer, "/d", 0)),
+		}},
+		{"multiTTL", []rawStep{
+			multi(stepCreateTTL("/t", 5, 1000), stepCreate(opCreate2, "/u", 0)),
+			multi(stepCreateTTL("/t2", 0, 1000)),
 		}},
 	})
 }
