@@ -537,7 +537,9 @@ func (c *conn) handle(r *request) error {
 			c.reply(r.xid, codeMarshallingError, nil)
 			return nil
 		}
-		if err := node.AddWatch(r.path, c.w, mode); err != nil {
+		// ZooKeeper does not check the path; one raftmeta refuses names no
+		// node, so the watch could never fire and is not kept.
+		if err := node.AddWatch(r.path, c.w, mode); err != nil && !errors.Is(err, raftmeta.ErrBadArguments) {
 			return c.replyErr(r.xid, err)
 		}
 		// The reply is an ErrorResponse record (err i32, 0): the Java

@@ -314,6 +314,11 @@ func TestRawAddWatchAgainstZooKeeper(t *testing.T) {
 			stepSetData("/t"),
 		}},
 		{"badMode", []rawStep{stepPathInt(opAddWatch, "/p", 2)}},
+		{"relativePath", []rawStep{
+			{op: opAddWatch, body: func(e *encoder, x rawCtx) { e.str("rel"); e.i32(0) }},
+			{op: opAddWatch, body: func(e *encoder, x rawCtx) { e.str("rel/"); e.i32(1) }},
+			stepCreate(opCreate, "/n", 0),
+		}},
 	})
 }
 
