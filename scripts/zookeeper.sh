@@ -72,6 +72,10 @@ clientPortAddress=127.0.0.1
 maxClientCnxns=0
 4lw.commands.whitelist=*
 admin.enableServer=false
+# TTL nodes (createTTL), off by default; ZooKeeper reads unknown keys as
+# zookeeper.* system properties. The shim supports them, so the differential
+# tests compare them.
+extendedTypesEnabled=true
 CFG
   ZOO_LOG_DIR="$DIR/logs" ZOOPIDFILE="$DIR/zookeeper.pid" "$BIN/zkServer.sh" start "$CFG" >&2
   for _ in $(seq 1 300); do
