@@ -23,6 +23,11 @@ type Config struct {
 	// AdvertiseAddr is the host:port other nodes dial to reach this one.
 	// Empty means the address BindAddr actually listens on.
 	AdvertiseAddr string
+	// SourceIP is the local IP this node's connections to other nodes
+	// (Raft, forwarding) are made from; empty lets the OS choose. A test
+	// harness gives each node its own loopback IP so that a proxy can tell
+	// the nodes' connections apart (internal/proxy).
+	SourceIP string
 	// Bootstrap makes this node bootstrap a cluster with itself as the only
 	// voter when it has no Raft state yet. Ignored when state exists.
 	Bootstrap bool
@@ -108,6 +113,9 @@ func (c Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.BindAddr); err != nil {
 			bad("BindAddr", "%q is not host:port: %v", c.BindAddr, err)
 		}
+	}
+	if c.SourceIP != "" && net.ParseIP(c.SourceIP) == nil {
+		bad("SourceIP", "%q is not an IP address", c.SourceIP)
 	}
 	if c.AdvertiseAddr != "" {
 		if _, _, err := net.SplitHostPort(c.AdvertiseAddr); err != nil {

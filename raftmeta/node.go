@@ -89,11 +89,14 @@ func Open(cfg Config) (*Node, error) {
 		}
 		advertise = a
 	}
-	trans, err := raft.NewTCPTransportWithLogger(cfg.BindAddr, advertise, 3, 10*time.Second, hl)
+	stream, err := listenStream(cfg.BindAddr, advertise, cfg.dialer())
 	if err != nil {
 		_ = store.Close()
 		return nil, fmt.Errorf("raftmeta: listen on %s: %w", cfg.BindAddr, err)
 	}
+	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: stream, MaxPool: 3, Timeout: 10 * time.Second, Logger: hl,
+	})
 	n, err := open(cfg, trans, logs, store, snaps, []io.Closer{trans, store})
 	if err != nil {
 		_ = trans.Close()
@@ -135,6 +138,7 @@ func open(cfg Config, trans raft.Transport, logs raft.LogStore, stable raft.Stab
 	n.baseCtx, n.baseCancel = context.WithCancel(context.Background())
 	if n.forwarding() {
 		n.httpc = &http.Client{Transport: &http.Transport{
+			DialContext:         cfg.dialer().DialContext,
 			MaxIdleConnsPerHost: 16,
 			IdleConnTimeout:     time.Minute,
 		}}
