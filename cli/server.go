@@ -65,7 +65,9 @@ func newServerCmd() *cobra.Command {
 func serverLong() string {
 	var b strings.Builder
 	b.WriteString("Run a Strom node. With no flags it is a complete single-node cluster: data in ./strom-data,\n")
-	b.WriteString("the API on :9123, Raft on :9124.\n\n")
+	b.WriteString("the API on :9123, Raft on :9124, gossip on :9125. A cluster is the same binary with --node-id,\n")
+	b.WriteString("--join host:port,... and --bootstrap-expect N on each node, and STROM_CLUSTER_SECRET (the same on\n")
+	b.WriteString("every node; `openssl rand -base64 32` makes one).\n\n")
 	b.WriteString("Configuration comes from the defaults, then --config FILE (flat YAML, key: value), then\n")
 	b.WriteString("STROM_* environment variables, then flags, each overriding the last. Keys:\n\n")
 	defaults := server.DefaultConfig()

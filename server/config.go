@@ -40,12 +40,59 @@ type Config struct {
 	// ClusterID, when set, must match the cluster the data directory belongs
 	// to (cluster.id). Empty accepts any.
 	ClusterID string
+	// GossipListen is the membership (memberlist gossip) address, TCP and
+	// UDP (gossip.listen, --gossip-listen; default ":9125", Consul's
+	// serf_lan port role). A node that is not clustering (no cluster.join,
+	// cluster.bootstrap-expect 1) still listens here so that others can
+	// join it later, but a port already in use only logs a warning then.
+	GossipListen string
+	// GossipAdvertise is the gossip address other nodes are told to use
+	// (gossip.advertise, --gossip-advertise); derived from GossipListen
+	// like Advertise.
+	GossipAdvertise string
+	// Join lists gossip addresses (host:port) of nodes of the cluster to
+	// join (cluster.join, --join, comma-separated; Consul's retry_join).
+	// Any one that answers is enough; the list is retried in the background
+	// until one does. Empty: the node starts its own cluster.
+	Join []string
+	// BootstrapExpect is how many nodes, all without metadata state, must
+	// see each other before the metadata group is bootstrapped with all of
+	// them as voters (cluster.bootstrap-expect, --bootstrap-expect;
+	// Consul's bootstrap_expect; default 1: a node with no cluster.join
+	// is a complete single-node cluster). It matters only on a node's
+	// first start; a restart never bootstraps again.
+	BootstrapExpect int
+	// RaftVoters is how many nodes the Raft leader keeps as voters of the
+	// metadata group, the rest being non-voters (raft.voters; default 3).
+	// An even count is never reached when it would not raise fault
+	// tolerance: with 4 eligible nodes and raft.voters 5, 3 vote.
+	RaftVoters int
+	// Rack is the node's rack or zone, for rack-aware replica placement
+	// (node.rack, --rack; Kafka's broker.rack). Empty: none.
+	Rack string
+	// DeadVoterGrace is how long a voter may be dead (declared failed by
+	// gossip) before the Raft leader replaces it with a live non-voter
+	// (cluster.dead-voter-grace; default 30s).
+	DeadVoterGrace time.Duration
+	// ServerStabilizationTime is how long a non-voter must be alive in the
+	// metadata group before the leader promotes it to voter
+	// (cluster.server-stabilization-time, Consul autopilot's
+	// ServerStabilizationTime; default 10s).
+	ServerStabilizationTime time.Duration
+	// DeadNodeCleanup is how long a node may be dead before the Raft leader
+	// removes it from the metadata group (cluster.dead-node-cleanup;
+	// Consul's reconnect_timeout, default 72h). A removed node that comes
+	// back is added again as a non-voter.
+	DeadNodeCleanup time.Duration
 	// ClusterSecret is the secret every node of the cluster shares, the
 	// base64 of 32 random bytes (cluster.secret, env STROM_CLUSTER_SECRET;
 	// no flag, to keep it out of process listings; `openssl rand -base64
 	// 32` makes one). Nodes sign their calls to each other with it (an
-	// HMAC-SHA256), so each node must be given the same. Empty: the one in
-	// <data.dir>/cluster.secret, which a node generates on first start.
+	// HMAC-SHA256), and it keys the gossip's AES-256 encryption, so each
+	// node must be given the same. Empty: the one in
+	// <data.dir>/cluster.secret, which a node generates on first start;
+	// that works for a single node only, so Validate requires the key when
+	// clustering (cluster.join or cluster.bootstrap-expect above 1).
 	ClusterSecret string
 	// DefaultBucketNumber is a table's bucket count when it names none
 	// (default.bucket.number).
@@ -179,6 +226,12 @@ func DefaultConfig() Config {
 		DataDir:                  "./strom-data",
 		Listen:                   ":9123",
 		RaftListen:               ":9124",
+		GossipListen:             ":9125",
+		BootstrapExpect:          1,
+		RaftVoters:               3,
+		DeadVoterGrace:           30 * time.Second,
+		ServerStabilizationTime:  10 * time.Second,
+		DeadNodeCleanup:          72 * time.Hour,
 		DefaultBucketNumber:      1,
 		DefaultReplicationFactor: 1,
 		SessionTimeout:           30 * time.Second,
@@ -282,6 +335,23 @@ func boolKey(name, flag, usage string, field func(*Config) *bool) Key {
 		get: func(c *Config) string { return strconv.FormatBool(*field(c)) }}
 }
 
+// listKey is a comma-separated list; blanks around items and empty items
+// are dropped.
+func listKey(name, flag, usage string, field func(*Config) *[]string) Key {
+	return Key{Name: name, Flag: flag, Usage: usage,
+		set: func(c *Config, v string) error {
+			var items []string
+			for _, it := range strings.Split(v, ",") {
+				if it = strings.TrimSpace(it); it != "" {
+					items = append(items, it)
+				}
+			}
+			*field(c) = items
+			return nil
+		},
+		get: func(c *Config) string { return strings.Join(*field(c), ",") }}
+}
+
 func durationKey(name, flag, usage string, field func(*Config) *time.Duration) Key {
 	return Key{Name: name, Flag: flag, Usage: usage,
 		set: func(c *Config, v string) error {
@@ -318,6 +388,24 @@ func Keys() []Key {
 			func(c *Config) *string { return &c.RaftListen }),
 		stringKey("raft.advertise", "raft-advertise", "Raft address other nodes dial",
 			func(c *Config) *string { return &c.RaftAdvertise }),
+		stringKey("gossip.listen", "gossip-listen", "membership (gossip) address, TCP and UDP",
+			func(c *Config) *string { return &c.GossipListen }),
+		stringKey("gossip.advertise", "gossip-advertise", "gossip address other nodes are told to use",
+			func(c *Config) *string { return &c.GossipAdvertise }),
+		listKey("cluster.join", "join", "gossip addresses (host:port, comma-separated) of nodes of the cluster to join; retried until one answers",
+			func(c *Config) *[]string { return &c.Join }),
+		intKey("cluster.bootstrap-expect", "bootstrap-expect", "nodes that must see each other before the first start bootstraps the metadata group (1: a single node)",
+			func(c *Config) *int { return &c.BootstrapExpect }),
+		intKey("raft.voters", "", "how many nodes vote in the metadata group (the rest are non-voters)",
+			func(c *Config) *int { return &c.RaftVoters }),
+		stringKey("node.rack", "rack", "rack or zone of the node, for rack-aware placement",
+			func(c *Config) *string { return &c.Rack }),
+		durationKey("cluster.dead-voter-grace", "", "how long a voter may be dead before a live non-voter replaces it",
+			func(c *Config) *time.Duration { return &c.DeadVoterGrace }),
+		durationKey("cluster.server-stabilization-time", "", "how long a non-voter must be alive before it is promoted to voter",
+			func(c *Config) *time.Duration { return &c.ServerStabilizationTime }),
+		durationKey("cluster.dead-node-cleanup", "", "how long a node may be dead before it is removed from the metadata group",
+			func(c *Config) *time.Duration { return &c.DeadNodeCleanup }),
 		stringKey("zookeeper.listen", "zookeeper-listen", "serve the ZooKeeper wire protocol on this address (empty: off)",
 			func(c *Config) *string { return &c.ZooKeeperListen }),
 		stringKey("cluster.id", "cluster-id", "expected cluster id (empty accepts any)",
@@ -475,6 +563,7 @@ func (c Config) Validate() error {
 		{"api.listen", c.Listen}, {"raft.listen", c.RaftListen},
 		{"api.advertise", c.Advertise}, {"raft.advertise", c.RaftAdvertise},
 		{"zookeeper.listen", c.ZooKeeperListen},
+		{"gossip.listen", c.GossipListen}, {"gossip.advertise", c.GossipAdvertise},
 	} {
 		if a.addr == "" && (strings.HasSuffix(a.key, "advertise") || a.key == "zookeeper.listen") {
 			continue
@@ -486,10 +575,39 @@ func (c Config) Validate() error {
 	if c.Listen != "" && c.Listen == c.RaftListen {
 		bad("raft.listen", "must differ from api.listen (both are %q)", c.Listen)
 	}
+	if c.GossipListen != "" && (c.GossipListen == c.Listen || c.GossipListen == c.RaftListen) {
+		bad("gossip.listen", "must differ from api.listen and raft.listen (it is %q)", c.GossipListen)
+	}
+	for _, a := range c.Join {
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			bad("cluster.join", "want host:port items, got %q", a)
+		}
+	}
+	if c.BootstrapExpect < 1 {
+		bad("cluster.bootstrap-expect", "must be ≥ 1 (1: a single node), got %d", c.BootstrapExpect)
+	}
+	if c.RaftVoters < 1 {
+		bad("raft.voters", "must be ≥ 1 (3 or 5 are usual), got %d", c.RaftVoters)
+	}
 	if c.ClusterSecret != "" {
 		if _, err := decodeClusterSecret(c.ClusterSecret); err != nil {
 			bad("cluster.secret", "%v", err)
 		}
+	} else if c.clustering() {
+		// A secret generated into one node's data directory is not the
+		// others': their calls to each other and their gossip would fail.
+		bad("cluster.secret", "must be set when clustering (cluster.join or cluster.bootstrap-expect above 1), to the same value on every node: make one with `openssl rand -base64 %d` and give it to each node as STROM_CLUSTER_SECRET", clusterSecretBytes)
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"cluster.dead-voter-grace", c.DeadVoterGrace}, {"cluster.server-stabilization-time", c.ServerStabilizationTime}, {"cluster.dead-node-cleanup", c.DeadNodeCleanup}} {
+		if d.v <= 0 {
+			bad(d.key, "must be positive, got %s", d.v)
+		}
+	}
+	if c.DeadNodeCleanup > 0 && c.DeadNodeCleanup < c.DeadVoterGrace {
+		bad("cluster.dead-node-cleanup", "must be at least cluster.dead-voter-grace (%s), got %s", c.DeadVoterGrace, c.DeadNodeCleanup)
 	}
 	if c.DefaultBucketNumber < 1 {
 		bad("default.bucket.number", "must be ≥ 1, got %d", c.DefaultBucketNumber)
@@ -576,6 +694,10 @@ func (c Config) Validate() error {
 	}
 	return errors.Join(problems...)
 }
+
+// clustering reports whether the node is configured to be one of several:
+// it joins others or waits for others to bootstrap with.
+func (c Config) clustering() bool { return len(c.Join) > 0 || c.BootstrapExpect > 1 }
 
 // flushInterval is log.flush.interval-ms as the log's FlushInterval: 0
 // (never) for a value too large for a time.Duration.

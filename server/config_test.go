@@ -136,3 +136,48 @@ func TestFlushKeys(t *testing.T) {
 		}
 	}
 }
+
+func TestClusterKeys(t *testing.T) {
+	cfg := DefaultConfig()
+	env := map[string]string{
+		"STROM_CLUSTER_JOIN":             " 127.0.0.1:9125, ,127.0.0.1:9135 ",
+		"STROM_CLUSTER_BOOTSTRAP_EXPECT": "3",
+		"STROM_GOSSIP_LISTEN":            "127.0.0.1:9145",
+		"STROM_NODE_RACK":                "r1",
+	}
+	if err := cfg.LoadEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(cfg.Join, "|") != "127.0.0.1:9125|127.0.0.1:9135" || cfg.BootstrapExpect != 3 || cfg.GossipListen != "127.0.0.1:9145" || cfg.Rack != "r1" {
+		t.Fatalf("config = %+v", cfg)
+	}
+	k, _ := keyByName("cluster.join")
+	if got := k.Get(&cfg); got != "127.0.0.1:9125,127.0.0.1:9135" {
+		t.Fatalf("cluster.join = %q", got)
+	}
+	// Clustering without a shared secret cannot work: each node would
+	// generate its own.
+	err := cfg.Validate()
+	if err == nil || !strings.Contains(err.Error(), "cluster.secret") || !strings.Contains(err.Error(), "openssl rand -base64 32") {
+		t.Fatalf("err = %v, want cluster.secret required with how to make one", err)
+	}
+	cfg.ClusterSecret = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+
+	bad := DefaultConfig()
+	bad.BootstrapExpect = 0
+	bad.RaftVoters = 0
+	bad.Join = []string{"nohost"}
+	bad.GossipListen = bad.RaftListen
+	bad.DeadNodeCleanup = time.Second
+	bad.ServerStabilizationTime = 0
+	err = bad.Validate()
+	for _, want := range []string{"cluster.bootstrap-expect (--bootstrap-expect)", "raft.voters", "cluster.join (--join)", "gossip.listen (--gossip-listen)",
+		"cluster.dead-node-cleanup", "cluster.server-stabilization-time", "cluster.secret"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not name %q", err, want)
+		}
+	}
+}
