@@ -381,6 +381,7 @@ func TestNormalizeAcceptsValidOptions(t *testing.T) {
 		OptMergeEngineVersionColumn:   "ts",
 		OptReplicationFactor:          "3",
 		OptStatisticsColumns:          "*",
+		OptUncleanLeaderElection:      "TRUE",
 	}
 	if len(d.Properties) != len(TableOptions()) {
 		t.Fatalf("test sets %d options, there are %d", len(d.Properties), len(TableOptions()))

@@ -74,6 +74,9 @@ const (
 	OptMergeEngineVersionColumn   = "table.merge-engine.versioned.ver-column"
 	OptReplicationFactor          = "table.replication.factor"
 	OptStatisticsColumns          = "table.statistics.columns"
+	// OptUncleanLeaderElection is Strom's, after Kafka's topic config
+	// unclean.leader.election.enable (Fluss has none).
+	OptUncleanLeaderElection = "table.unclean-leader-election.enabled"
 )
 
 // CurrentKvFormatVersion is the highest table.kv.format-version accepted.
@@ -149,6 +152,8 @@ var tableOptions = []OptionDef{
 		Description: "How many replicas each bucket has; the cluster's default.replication.factor when unset."},
 	{Key: OptStatisticsColumns, Type: OptionString,
 		Description: "Columns whose min, max and null count log batches record: '*' or a comma-separated list; none when unset."},
+	{Key: OptUncleanLeaderElection, Type: OptionBoolean, Default: "false", HasDefault: true,
+		Description: "When no in-sync replica of a bucket is alive, elect a live replica outside the ISR (it may lack acknowledged writes: data loss) rather than keep the bucket offline until an in-sync replica returns."},
 }
 
 var optionIndex = func() map[string]int {

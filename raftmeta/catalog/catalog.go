@@ -216,6 +216,10 @@ func (c *Catalog) AllTables() ([]Table, error) {
 // assignments and leaders happens: watch it (recursively) to follow them.
 func AssignmentsRoot() string { return assignmentsPath }
 
+// TabletServersRoot is the znode whose children are the registrations of
+// the live tablet servers: watch it to follow nodes coming and going.
+func TabletServersRoot() string { return tabletServerIDsPath }
+
 // TabletServerPath returns the znode of node id's registration.
 func TabletServerPath(id int32) string { return tabletServerIDPath(id) }
 

@@ -214,11 +214,21 @@ func (c *Catalog) CreateTableOps(t NewTable) ([]raftmeta.Op, error) {
 	for _, b := range t.Assignment.BucketIDs() {
 		ops = append(ops, raftmeta.CreateOp(bucketPath(id, b), nil, raftmeta.Persistent))
 		if lisr, ok := t.LeaderISR[b]; ok {
-			lisr.Version = 2
-			ops = append(ops, raftmeta.CreateOp(leaderISRPath(id, b), marshal(lisr), raftmeta.Persistent))
+			ops = append(ops, raftmeta.CreateOp(leaderISRPath(id, b), leaderISRData(lisr), raftmeta.Persistent))
 		}
 	}
 	return ops, nil
+}
+
+// SetLeaderISROp replaces the leader_isr of a bucket of table tableID (an
+// election or an ISR change).
+func SetLeaderISROp(tableID int64, bucket int32, lisr LeaderAndISR) raftmeta.Op {
+	return raftmeta.SetDataOp(leaderISRPath(tableID, bucket), leaderISRData(lisr), -1)
+}
+
+func leaderISRData(lisr LeaderAndISR) []byte {
+	lisr.Version = 2
+	return marshal(lisr)
 }
 
 // DropTableOps removes a table's registration, schemas, partitions and

@@ -35,6 +35,8 @@ type Meta interface {
 	Leadership() <-chan bool
 	Barrier(ctx context.Context) error
 	Multi(ctx context.Context, session int64, ops ...raftmeta.Op) ([]raftmeta.OpResult, error)
+	NewWatcher() *raftmeta.Watcher
+	AddWatch(path string, w *raftmeta.Watcher, mode raftmeta.WatchMode) error
 }
 
 // Config configures a Coordinator.
@@ -160,9 +162,23 @@ func endedOrNil(ch chan struct{}) <-chan struct{} {
 	return ch
 }
 
+// electionCheckInterval is how often a term checks the buckets' leaders
+// against the live nodes even when no registration changed, for what fires
+// no watch.
+const electionCheckInterval = 5 * time.Second
+
 // lead takes office and serves requests until ctx is done or the term is
-// fenced off.
+// fenced off. The term's goroutine also elects bucket leaders: at once,
+// whenever a tablet server's registration appears or disappears, and every
+// electionCheckInterval.
 func (c *Coordinator) lead(ctx context.Context) {
+	// Watch before the first election, so no change between the two is
+	// missed.
+	w := c.meta.NewWatcher()
+	defer w.Close()
+	if err := c.meta.AddWatch(catalog.TabletServersRoot(), w, raftmeta.WatchPersistent); err != nil {
+		c.lg.Warn("cannot watch tablet server registrations; checking every "+electionCheckInterval.String(), "err", err)
+	}
 	t, err := c.takeOffice(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -181,18 +197,34 @@ func (c *Coordinator) lead(ctx context.Context) {
 		close(t.done)
 		c.lg.Info("left office", "epoch", t.epoch)
 	}()
-	for {
+	check := time.NewTicker(electionCheckInterval)
+	defer check.Stop()
+	elect := func() error {
+		err := c.electLeaders(t)
+		if err != nil && ctx.Err() == nil {
+			c.lg.Warn("elect bucket leaders", "err", err)
+		}
+		return err
+	}
+	err = elect()
+	for !deposed(err) {
 		select {
 		case <-ctx.Done():
 			return
 		case req := <-t.requests:
-			err := req.fn(t)
+			err = req.fn(t)
 			req.reply <- err
-			if errors.Is(err, raftmeta.ErrNotLeader) || errors.Is(err, ErrNotCoordinator) {
-				return
-			}
+		case <-w.Events():
+			err = elect() // with nothing to change, an election writes nothing
+		case <-check.C:
+			err = elect()
 		}
 	}
+}
+
+// deposed reports whether err means the term is over.
+func deposed(err error) bool {
+	return errors.Is(err, raftmeta.ErrNotLeader) || errors.Is(err, ErrNotCoordinator)
 }
 
 func (c *Coordinator) takeOffice(ctx context.Context) (*term, error) {
@@ -332,7 +364,7 @@ func (c *Coordinator) CreateTable(ctx context.Context, db, name string, desc rec
 	if len(problems) > 0 {
 		return catalog.Table{}, errors.Join(problems...)
 	}
-	replication, err := c.replicationFactor(desc)
+	replication, rfKey, err := c.replicationFactor(desc)
 	if err != nil {
 		return catalog.Table{}, err
 	}
@@ -366,10 +398,15 @@ func (c *Coordinator) CreateTable(ctx context.Context, db, name string, desc rec
 				ModifiedTime:     now,
 			},
 		}
-		assignment, err := c.assign(id, desc.BucketCount, replication)
+		servers, err := c.cat.TabletServers()
 		if err != nil {
 			return err
 		}
+		if len(servers) < replication {
+			return fmt.Errorf("%w: replication factor %d (%s) needs %d live tablet servers, %d are registered; lower %s or start more nodes",
+				ErrNotEnoughServers, replication, rfKey, replication, len(servers), rfKey)
+		}
+		assignment := place(id, desc.BucketCount, replication, servers)
 		nt.Assignment = &assignment
 		nt.LeaderISR = initialLeaders(assignment, t.epoch)
 		ops, err := c.cat.CreateTableOps(nt)
@@ -417,46 +454,21 @@ func (c *Coordinator) DropTable(ctx context.Context, db, name string, ignoreIfNo
 	})
 }
 
-func (c *Coordinator) replicationFactor(desc record.TableDescriptor) (int, error) {
-	v, ok := desc.Properties[optionReplicationFactor]
+// replicationFactor returns a table's replication factor and the key it
+// comes from: the table's option, or the node's default.
+func (c *Coordinator) replicationFactor(desc record.TableDescriptor) (int, string, error) {
+	v, ok := desc.Properties[record.OptReplicationFactor]
 	if !ok {
-		return c.cfg.DefaultReplicationFactor, nil
+		return c.cfg.DefaultReplicationFactor, "default.replication.factor", nil
 	}
 	var rf int
 	if _, err := fmt.Sscan(v, &rf); err != nil || rf < 1 {
-		return 0, errors.Join(&record.InvalidError{
-			Field:  "properties." + optionReplicationFactor,
+		return 0, "", errors.Join(&record.InvalidError{
+			Field:  "properties." + record.OptReplicationFactor,
 			Reason: fmt.Sprintf("must be a whole number ≥ 1, got %q", v),
 		})
 	}
-	return rf, nil
-}
-
-const optionReplicationFactor = "table.replication.factor"
-
-// assign places replication replicas of each bucket on distinct live
-// tablet servers, round-robin from an offset that depends on the table id so
-// that leaders of different tables spread over the nodes.
-func (c *Coordinator) assign(tableID int64, buckets, replication int) (catalog.TableAssignment, error) {
-	servers, err := c.cat.TabletServers()
-	if err != nil {
-		return catalog.TableAssignment{}, err
-	}
-	if len(servers) < replication {
-		return catalog.TableAssignment{}, fmt.Errorf("%w: replication factor %d needs %d, %d registered",
-			ErrNotEnoughServers, replication, replication, len(servers))
-	}
-	a := catalog.TableAssignment{Buckets: make(map[int32][]int32, buckets)}
-	n := len(servers)
-	for b := 0; b < buckets; b++ {
-		first := (int(tableID%int64(n)) + b) % n
-		replicas := make([]int32, replication)
-		for i := range replicas {
-			replicas[i] = servers[(first+i)%n].ID
-		}
-		a.Buckets[int32(b)] = replicas
-	}
-	return a, nil
+	return rf, record.OptReplicationFactor, nil
 }
 
 // initialLeaders makes each bucket's first replica its leader at epoch 0,

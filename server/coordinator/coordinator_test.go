@@ -16,6 +16,17 @@ import (
 // startCoordinator runs a coordinator and waits until it is in office.
 func startCoordinator(t *testing.T, meta *raftmeta.Node, cfg Config) *Coordinator {
 	t.Helper()
+	c := New(withDefaults(t, cfg), meta)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitFor(t, "coordinator in office", func() bool { return c.Epoch() > 0 })
+	return c
+}
+
+// withDefaults fills in what a test's Config leaves out.
+func withDefaults(t *testing.T, cfg Config) Config {
 	cfg.Logger = metatest.Logger(t)
 	if cfg.DefaultBucketNumber == 0 {
 		cfg.DefaultBucketNumber = 1
@@ -23,13 +34,7 @@ func startCoordinator(t *testing.T, meta *raftmeta.Node, cfg Config) *Coordinato
 	if cfg.DefaultReplicationFactor == 0 {
 		cfg.DefaultReplicationFactor = 1
 	}
-	c := New(cfg, meta)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	waitFor(t, "coordinator in office", func() bool { return c.Epoch() > 0 })
-	return c
+	return cfg
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -43,19 +48,30 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// registerServers registers tablet servers with ids, each under its own session.
-func registerServers(t *testing.T, meta *raftmeta.Node, ids ...int32) {
+// registerServers registers tablet servers with ids, each under its own
+// session, and returns the sessions by id.
+func registerServers(t *testing.T, meta *raftmeta.Node, ids ...int32) map[int32]int64 {
+	t.Helper()
+	sessions := map[int32]int64{}
+	for _, id := range ids {
+		sessions[id] = registerServer(t, meta, id, "")
+	}
+	return sessions
+}
+
+// registerServer registers tablet server id on rack under a new session,
+// and returns the session.
+func registerServer(t *testing.T, meta *raftmeta.Node, id int32, rack string) int64 {
 	t.Helper()
 	ctx := context.Background()
-	for _, id := range ids {
-		sess, err := meta.CreateSession(ctx, time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := meta.Do(ctx, sess.ID, catalog.RegisterTabletServerOp(id, catalog.TabletServerRegistration{Listeners: "CLIENT://x:1"})); err != nil {
-			t.Fatal(err)
-		}
+	sess, err := meta.CreateSession(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if _, err := meta.Do(ctx, sess.ID, catalog.RegisterTabletServerOp(id, catalog.TabletServerRegistration{Listeners: "CLIENT://x:1", Rack: rack})); err != nil {
+		t.Fatal(err)
+	}
+	return sess.ID
 }
 
 func logTable(cols ...string) record.TableDescriptor {

@@ -1,0 +1,147 @@
+package coordinator
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"strom/raftmeta"
+	"strom/raftmeta/catalog"
+	"strom/record"
+)
+
+// maxBucketsPerWrite bounds the leader_isr znodes one election multi
+// rewrites (about 200 bytes each), so that a node leading thousands of
+// buckets dying makes several Raft entries of bounded size, not one huge.
+const maxBucketsPerWrite = 500
+
+// elect returns a bucket's next leader and ISR given which nodes are live,
+// and whether it changed. It follows Kafka's controller:
+//
+//   - a dead replica leaves the ISR (bucket epoch +1);
+//   - a bucket whose leader is dead (or that has none) gets the first live
+//     ISR member in replica order as leader (leader epoch +1, bucket epoch
+//     +1), or with unclean election allowed, failing that, the first live
+//     replica, alone in the ISR;
+//   - failing that it goes offline: leader -1 (leader epoch +1), the ISR
+//     kept as the last known, so that whichever of them comes back first
+//     leads again.
+func elect(cur catalog.LeaderAndISR, replicas []int32, live func(int32) bool, unclean bool) (catalog.LeaderAndISR, bool) {
+	isr := slices.DeleteFunc(slices.Clone(cur.ISR), func(id int32) bool { return !live(id) })
+	next := cur
+	next.BucketEpoch++
+	if cur.Leader >= 0 && live(cur.Leader) {
+		if len(isr) == len(cur.ISR) {
+			return cur, false
+		}
+		next.ISR = isr
+		return next, true
+	}
+	next.Leader, next.ISR = -1, cur.ISR
+	for _, r := range replicas {
+		if slices.Contains(isr, r) {
+			next.Leader, next.ISR = r, isr
+			break
+		}
+	}
+	if next.Leader < 0 && unclean {
+		for _, r := range replicas {
+			if live(r) {
+				next.Leader, next.ISR = r, []int32{r}
+				break
+			}
+		}
+	}
+	if next.Leader < 0 && cur.Leader < 0 {
+		return cur, false // still offline
+	}
+	next.LeaderEpoch++
+	return next, true
+}
+
+// allowsUnclean reports whether a table allows unclean leader election.
+func allowsUnclean(t catalog.Table) bool {
+	v, _ := t.Descriptor().Option(record.OptUncleanLeaderElection)
+	return strings.EqualFold(v, "true")
+}
+
+// electLeaders brings every bucket's leader and ISR in line with the live
+// tablet servers (elect), writing the changes in fenced multis of at most
+// maxBucketsPerWrite buckets. It runs when a term starts (a node may have
+// died or come back while no coordinator was in office) and whenever the
+// registrations change.
+func (c *Coordinator) electLeaders(t *term) error {
+	servers, err := c.cat.TabletServers()
+	if err != nil {
+		return err
+	}
+	alive := make(map[int32]bool, len(servers))
+	for _, s := range servers {
+		alive[s.ID] = true
+	}
+	live := func(id int32) bool { return alive[id] }
+	tables, err := c.cat.AllTables()
+	if err != nil {
+		return err
+	}
+	var ops []raftmeta.Op
+	var moved, offline []string
+	flush := func() error {
+		if len(ops) == 0 {
+			return nil
+		}
+		err := c.write(t, ops)
+		ops = ops[:0]
+		return err
+	}
+	for _, tbl := range tables {
+		unclean := allowsUnclean(tbl)
+		id := tbl.Registration.TableID
+		for _, b := range tbl.Assignment.BucketIDs() {
+			cur, ok := tbl.LeaderISR[b]
+			if !ok {
+				continue
+			}
+			next, changed := elect(cur, tbl.Assignment.Buckets[b], live, unclean)
+			if !changed {
+				continue
+			}
+			next.CoordinatorEpoch = t.epoch
+			name := tbl.Database + "." + tbl.Name + "/" + strconv.Itoa(int(b))
+			switch {
+			case next.Leader < 0:
+				offline = append(offline, name)
+			case next.Leader != cur.Leader:
+				moved = append(moved, fmt.Sprintf("%s: %d→%d", name, cur.Leader, next.Leader))
+			}
+			ops = append(ops, catalog.SetLeaderISROp(id, b, next))
+			if len(ops) == maxBucketsPerWrite {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	if len(moved) > 0 {
+		c.lg.Info("elected bucket leaders", "live", slices.Sorted(maps.Keys(alive)), "count", len(moved), "buckets", sample(moved))
+	}
+	if len(offline) > 0 {
+		c.lg.Warn("buckets offline: no live in-sync replica (table.unclean-leader-election.enabled elects one outside the ISR)",
+			"live", slices.Sorted(maps.Keys(alive)), "count", len(offline), "buckets", sample(offline))
+	}
+	return nil
+}
+
+// sample returns the first few of names, for a log line of bounded size.
+func sample(names []string) []string {
+	const most = 20
+	if len(names) > most {
+		return append(names[:most:most], "…")
+	}
+	return names
+}

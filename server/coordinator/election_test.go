@@ -1,0 +1,273 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"strom/internal/metatest"
+	"strom/raftmeta"
+	"strom/raftmeta/catalog"
+	"strom/record"
+)
+
+// createTable creates db.name with buckets buckets at replication rf and
+// the given table options.
+func createTable(t *testing.T, c *Coordinator, name string, buckets, rf int, opts map[string]string) catalog.Table {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.CreateDatabase(ctx, "db", "", nil, true); err != nil {
+		t.Fatal(err)
+	}
+	desc := logTable("a")
+	desc.BucketCount = buckets
+	desc.Properties = map[string]string{record.OptReplicationFactor: fmt.Sprint(rf)}
+	for k, v := range opts {
+		desc.Properties[k] = v
+	}
+	tbl, err := c.CreateTable(ctx, "db", name, desc, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl
+}
+
+// waitLeaders waits until cond holds for every bucket of db.name and
+// returns the table as it then is.
+func waitLeaders(t *testing.T, meta *raftmeta.Node, name, what string, cond func(replicas []int32, lisr catalog.LeaderAndISR) bool) catalog.Table {
+	t.Helper()
+	cat := catalog.New(meta)
+	var tbl catalog.Table
+	waitFor(t, what, func() bool {
+		var err error
+		if tbl, err = cat.Table("db", name); err != nil {
+			t.Fatal(err)
+		}
+		for b, replicas := range tbl.Assignment.Buckets {
+			if !cond(replicas, tbl.LeaderISR[b]) {
+				return false
+			}
+		}
+		return true
+	})
+	return tbl
+}
+
+func closeSession(t *testing.T, meta *raftmeta.Node, id int64) {
+	t.Helper()
+	if err := meta.CloseSession(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func without(ids []int32, id int32) []int32 {
+	return slices.DeleteFunc(slices.Clone(ids), func(x int32) bool { return x == id })
+}
+
+func TestNodeDeathElectsLeadersFromTheISR(t *testing.T) {
+	meta := metatest.NewNode(t)
+	c := startCoordinator(t, meta, Config{NodeID: 1, ClusterID: "c1"})
+	sessions := registerServers(t, meta, 1, 2, 3)
+	before := createTable(t, c, "t", 6, 3, nil)
+	leads := map[int32]int{}
+	for _, lisr := range before.LeaderISR {
+		leads[lisr.Leader]++
+	}
+	if leads[1] != 2 || leads[2] != 2 || leads[3] != 2 {
+		t.Fatalf("leaders per node %v, want 2 each (6 buckets, RF 3, 3 nodes)", leads)
+	}
+
+	closeSession(t, meta, sessions[1]) // node 1 dies
+	after := waitLeaders(t, meta, "t", "node 1 out of every ISR", func(_ []int32, lisr catalog.LeaderAndISR) bool {
+		return !slices.Contains(lisr.ISR, 1)
+	})
+	for b, replicas := range after.Assignment.Buckets {
+		old, now := before.LeaderISR[b], after.LeaderISR[b]
+		want := old
+		want.ISR = without(old.ISR, 1)
+		want.BucketEpoch = old.BucketEpoch + 1
+		want.CoordinatorEpoch = c.Epoch()
+		if old.Leader == 1 {
+			// Kafka's rule: the first live ISR member in replica order.
+			want.Leader = without(replicas, 1)[0]
+			want.LeaderEpoch = old.LeaderEpoch + 1
+		}
+		want.Version = now.Version
+		if !slices.Equal(now.ISR, want.ISR) || now.Leader != want.Leader || now.LeaderEpoch != want.LeaderEpoch ||
+			now.BucketEpoch != want.BucketEpoch || now.CoordinatorEpoch != want.CoordinatorEpoch {
+			t.Errorf("bucket %d (replicas %v): leader_isr %+v, want %+v", b, replicas, now, want)
+		}
+	}
+}
+
+func TestLastISRMemberDeadGoesOfflineAndLeadsWhenBack(t *testing.T) {
+	meta := metatest.NewNode(t)
+	c := startCoordinator(t, meta, Config{NodeID: 1, ClusterID: "c1"})
+	sessions := registerServers(t, meta, 1, 2)
+	createTable(t, c, "t", 2, 2, nil)
+
+	closeSession(t, meta, sessions[2])
+	waitLeaders(t, meta, "t", "ISR [1]", func(_ []int32, lisr catalog.LeaderAndISR) bool {
+		return lisr.Leader == 1 && slices.Equal(lisr.ISR, []int32{1})
+	})
+	closeSession(t, meta, sessions[1])
+	// Node 2 comes back meanwhile: it is not in sync, so it must not lead.
+	registerServer(t, meta, 2, "")
+	offline := waitLeaders(t, meta, "t", "offline", func(_ []int32, lisr catalog.LeaderAndISR) bool {
+		return lisr.Leader == -1
+	})
+	for b, lisr := range offline.LeaderISR {
+		if !slices.Equal(lisr.ISR, []int32{1}) {
+			t.Errorf("bucket %d offline with ISR %v, want the last known [1]", b, lisr.ISR)
+		}
+	}
+
+	registerServer(t, meta, 1, "")
+	back := waitLeaders(t, meta, "t", "node 1 leading again", func(_ []int32, lisr catalog.LeaderAndISR) bool {
+		return lisr.Leader == 1
+	})
+	for b, lisr := range back.LeaderISR {
+		if lisr.LeaderEpoch != offline.LeaderISR[b].LeaderEpoch+1 || !slices.Equal(lisr.ISR, []int32{1}) {
+			t.Errorf("bucket %d back: %+v, want leader epoch %d and ISR [1]", b, lisr, offline.LeaderISR[b].LeaderEpoch+1)
+		}
+	}
+}
+
+func TestUncleanElectionOnlyWhereTheTableAllowsIt(t *testing.T) {
+	meta := metatest.NewNode(t)
+	c := startCoordinator(t, meta, Config{NodeID: 1, ClusterID: "c1"})
+	sessions := registerServers(t, meta, 1, 2)
+	createTable(t, c, "clean", 2, 2, nil)
+	createTable(t, c, "unclean", 2, 2, map[string]string{record.OptUncleanLeaderElection: "true"})
+
+	closeSession(t, meta, sessions[2])
+	for _, name := range []string{"clean", "unclean"} {
+		waitLeaders(t, meta, name, "ISR [1]", func(_ []int32, lisr catalog.LeaderAndISR) bool {
+			return slices.Equal(lisr.ISR, []int32{1})
+		})
+	}
+	registerServer(t, meta, 2, "")
+	closeSession(t, meta, sessions[1])
+	waitLeaders(t, meta, "unclean", "node 2 elected outside the ISR", func(_ []int32, lisr catalog.LeaderAndISR) bool {
+		return lisr.Leader == 2 && slices.Equal(lisr.ISR, []int32{2})
+	})
+	clean := waitLeaders(t, meta, "clean", "offline", func(_ []int32, lisr catalog.LeaderAndISR) bool {
+		return lisr.Leader == -1
+	})
+	for b, lisr := range clean.LeaderISR {
+		if !slices.Equal(lisr.ISR, []int32{1}) {
+			t.Errorf("clean bucket %d: ISR %v, want [1] kept", b, lisr.ISR)
+		}
+	}
+}
+
+func TestNewTermElectsForNodesThatDiedWithoutACoordinator(t *testing.T) {
+	meta := metatest.NewNode(t)
+	cfg := Config{NodeID: 1, ClusterID: "c1"}
+	first := New(withDefaults(t, cfg), meta)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); first.Run(ctx) }()
+	waitFor(t, "first coordinator in office", func() bool { return first.Epoch() > 0 })
+	sessions := registerServers(t, meta, 1, 2, 3)
+	createTable(t, first, "t", 3, 3, nil)
+	cancel()
+	<-done
+
+	closeSession(t, meta, sessions[2]) // no coordinator in office
+	c := startCoordinator(t, meta, cfg)
+	waitLeaders(t, meta, "t", "node 2 replaced", func(_ []int32, lisr catalog.LeaderAndISR) bool {
+		return lisr.Leader != 2 && !slices.Contains(lisr.ISR, 2) && lisr.CoordinatorEpoch == c.Epoch()
+	})
+}
+
+func TestDeposedCoordinatorsElectionIsRefused(t *testing.T) {
+	meta := metatest.NewNode(t)
+	cat := catalog.New(meta)
+	ctx := context.Background()
+	c := New(withDefaults(t, Config{NodeID: 1, ClusterID: "c1"}), meta)
+	term, err := c.takeOffice(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessions := registerServers(t, meta, 1, 2)
+	id, claim, err := cat.NextTableID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := catalog.TableAssignment{Buckets: map[int32][]int32{0: {1, 2}}}
+	dbOps, err := cat.CreateDatabaseOps("db", catalog.DatabaseRegistration{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.write(term, dbOps); err != nil {
+		t.Fatal(err)
+	}
+	tblOps, err := cat.CreateTableOps(catalog.NewTable{Database: "db", Name: "t", Schema: logTable("a").Schema,
+		Registration: catalog.TableRegistration{TableID: id, BucketCount: 1},
+		Assignment:   &a, LeaderISR: initialLeaders(a, term.epoch)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.write(term, append([]raftmeta.Op{claim}, tblOps...)); err != nil {
+		t.Fatal(err)
+	}
+
+	// Another coordinator takes office, then node 1, the leader, dies.
+	ops, _, _, err := cat.ElectOps(2, "127.0.0.1:9999")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := meta.Multi(ctx, 0, ops...); err != nil {
+		t.Fatal(err)
+	}
+	closeSession(t, meta, sessions[1])
+	if err := c.electLeaders(term); !errors.Is(err, ErrNotCoordinator) {
+		t.Fatalf("election by a deposed coordinator: %v, want ErrNotCoordinator", err)
+	}
+	tbl, err := cat.Table("db", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tbl.LeaderISR[0]; got.Leader != 1 || got.LeaderEpoch != 0 || got.BucketEpoch != 0 || !slices.Equal(got.ISR, []int32{1, 2}) {
+		t.Fatalf("leader_isr %+v changed: the deposed coordinator's election was applied", got)
+	}
+}
+
+func TestElect(t *testing.T) {
+	live := func(ids ...int32) func(int32) bool {
+		return func(id int32) bool { return slices.Contains(ids, id) }
+	}
+	lisr := func(leader, epoch, bucketEpoch int32, isr ...int32) catalog.LeaderAndISR {
+		return catalog.LeaderAndISR{Leader: leader, LeaderEpoch: epoch, BucketEpoch: bucketEpoch, ISR: isr}
+	}
+	replicas := []int32{3, 1, 2}
+	for _, tc := range []struct {
+		name    string
+		cur     catalog.LeaderAndISR
+		live    func(int32) bool
+		unclean bool
+		want    catalog.LeaderAndISR
+		changed bool
+	}{
+		{"all live", lisr(3, 4, 7, 3, 1, 2), live(1, 2, 3), false, lisr(3, 4, 7, 3, 1, 2), false},
+		{"follower dies", lisr(3, 4, 7, 3, 1, 2), live(2, 3), false, lisr(3, 4, 8, 3, 2), true},
+		{"leader dies: first live ISR member in replica order", lisr(3, 4, 7, 2, 3, 1), live(1, 2), false, lisr(1, 5, 8, 2, 1), true},
+		{"leader and followers die: offline, ISR kept", lisr(3, 4, 7, 3, 1), live(2), false, lisr(-1, 5, 8, 3, 1), true},
+		{"still offline", lisr(-1, 5, 8, 3, 1), live(2), false, lisr(-1, 5, 8, 3, 1), false},
+		{"ISR member back", lisr(-1, 5, 8, 3, 1), live(1, 2), false, lisr(1, 6, 9, 1), true},
+		{"unclean: a live replica outside the ISR", lisr(3, 4, 7, 3), live(1, 2), true, lisr(1, 5, 8, 1), true},
+		{"unclean from offline", lisr(-1, 5, 8, 3), live(2), true, lisr(2, 6, 9, 2), true},
+		{"unclean, nothing live", lisr(3, 4, 7, 3), live(), true, lisr(-1, 5, 8, 3), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, changed := elect(tc.cur, replicas, tc.live, tc.unclean)
+			if changed != tc.changed || got.Leader != tc.want.Leader || got.LeaderEpoch != tc.want.LeaderEpoch ||
+				got.BucketEpoch != tc.want.BucketEpoch || !slices.Equal(got.ISR, tc.want.ISR) {
+				t.Fatalf("elect(%+v) = %+v, %v; want %+v, %v", tc.cur, got, changed, tc.want, tc.changed)
+			}
+		})
+	}
+}
