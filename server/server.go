@@ -307,6 +307,7 @@ func (s *Server) tryRegister(ctx context.Context) error {
 	_, err = s.meta.Do(ctx, s.session.Load(), catalog.RegisterTabletServerOp(s.cfg.NodeID, catalog.TabletServerRegistration{
 		Listeners:         catalog.Listeners(s.apiAddr),
 		RegisterTimestamp: time.Now().UnixMilli(),
+		Rack:              s.cfg.Rack,
 	}))
 	return err
 }

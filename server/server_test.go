@@ -474,3 +474,16 @@ func TestRestartKeepsCatalogAndIdentity(t *testing.T) {
 		t.Fatalf("start with another cluster id: %v, want ErrIdentityMismatch", err)
 	}
 }
+
+func TestRegistrationCarriesTheRack(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.Rack = "zone-a"
+	s := startServer(t, cfg)
+	servers, err := s.cat.TabletServers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(servers) != 1 || servers[0].Registration.Rack != "zone-a" {
+		t.Fatalf("registrations %+v, want one with rack zone-a (node.rack)", servers)
+	}
+}
