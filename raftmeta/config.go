@@ -77,6 +77,9 @@ type Config struct {
 	// and the returned error. It must be safe for concurrent use, and
 	// should decide from its arguments only (it runs outside the FSM).
 	CheckWrite func(from string, session int64, ops []Op) error
+	// Autopilot makes the leader manage the configuration as nodes come
+	// and go (autopilot.go); off unless Autopilot.Peers is set.
+	Autopilot AutopilotConfig
 	// SessionCheckInterval is how often the leader looks for expired
 	// sessions, empty containers and expired TTL nodes (default 500ms, at
 	// least 1ms).

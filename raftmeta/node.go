@@ -310,6 +310,14 @@ func (n *Node) leaderLoop(ctx context.Context) {
 	// their timeouts when first seen, which is now or later.
 	n.ready.Store(true)
 	n.lg.Info("leadership established", "last_zxid", n.fsm.lastZxid.Load())
+	if n.cfg.Autopilot.Peers != nil {
+		done := make(chan struct{})
+		defer func() { <-done }() // runs after ctx is cancelled: it ends then
+		go func() {
+			defer close(done)
+			n.autopilot(ctx)
+		}()
+	}
 	t := time.NewTicker(n.cfg.SessionCheckInterval)
 	defer t.Stop()
 	for {
