@@ -139,6 +139,7 @@ func (c *conn) handshake(req connectRequest) bool {
 	}
 	c.sid, c.timeout = sess.ID, sess.Timeout
 	c.lg = c.s.lg.With("remote", c.nc.RemoteAddr().String(), "session", fmt.Sprintf("0x%x", sess.ID))
+	c.s.takeSession(sess.ID, c)
 	c.writeConnect(req, int32(sess.Timeout.Milliseconds()), sess.ID, sess.Password)
 	if err := c.bw.Flush(); err != nil {
 		return false
@@ -568,11 +569,9 @@ func (c *conn) handle(r *request) error {
 		c.reply(r.xid, codeOK, nil)
 	case opWhoAmI:
 		c.reply(r.xid, codeOK, eager(func(e *encoder) {
-			host, _, _ := net.SplitHostPort(c.nc.RemoteAddr().String())
-			e.i32(int32(1 + len(c.authIDs)))
-			e.str("ip")
-			e.str(host)
-			for _, id := range c.authIDs {
+			ids := c.authInfo()
+			e.i32(int32(len(ids)))
+			for _, id := range ids {
 				user := id.ID
 				if id.Scheme == "digest" {
 					// DigestAuthenticationProvider.getUserName: the user, not the hash.
@@ -689,7 +688,7 @@ func (c *conn) fixACL(in []raftmeta.ACL) ([]raftmeta.ACL, error) {
 			continue
 		}
 		added := false
-		for _, id := range c.authIDs {
+		for _, id := range c.authInfo() {
 			if id.Scheme == "digest" {
 				out = append(out, raftmeta.ACL{Perms: a.Perms, Scheme: id.Scheme, ID: id.ID})
 				added = true
@@ -703,8 +702,9 @@ func (c *conn) fixACL(in []raftmeta.ACL) ([]raftmeta.ACL, error) {
 }
 
 // addAuth records an auth packet. digest "user:password" is recorded as
-// ZooKeeper stores it, user:base64(sha1(user:password)). Nothing is
-// enforced with it.
+// ZooKeeper stores it, user:base64(sha1(user:password)); an id already
+// recorded is not added again (ZooKeeper keeps a set). Nothing is enforced
+// with it.
 func (c *conn) addAuth(r *request) {
 	id := string(r.auth)
 	if r.scheme == "digest" {
@@ -712,7 +712,37 @@ func (c *conn) addAuth(r *request) {
 		sum := sha1.Sum(r.auth)
 		id = user + ":" + base64.StdEncoding.EncodeToString(sum[:])
 	}
-	c.authIDs = append(c.authIDs, raftmeta.ACL{Scheme: r.scheme, ID: id})
+	a := raftmeta.ACL{Scheme: r.scheme, ID: id}
+	if !slices.Contains(c.authIDs, a) {
+		c.authIDs = append(c.authIDs, a)
+	}
+}
+
+// authInfo returns the connection's ids in the order ZooKeeper's
+// ServerCnxn.getAuthInfo lists them (whoAmI, an "auth" ACL): its authInfo
+// is a ConcurrentHashMap-backed set holding ("ip", client address), added
+// when the connection is made, and each id an auth packet added. It
+// iterates bin by bin (Id.hashCode spread, a table of 16 doubled when the
+// size reaches 3/4 of it), a bin in insertion order. Not reproduced: the
+// order inside a bin split by a resize (12 ids or more).
+func (c *conn) authInfo() []raftmeta.ACL {
+	host, _, _ := net.SplitHostPort(c.nc.RemoteAddr().String())
+	ids := append([]raftmeta.ACL{{Scheme: "ip", ID: host}}, c.authIDs...)
+	n := uint32(16)
+	for uint32(len(ids)) >= n-n/4 {
+		n *= 2
+	}
+	slices.SortStableFunc(ids, func(a, b raftmeta.ACL) int {
+		return cmp.Compare(idHash(a)&(n-1), idHash(b)&(n-1))
+	})
+	return ids
+}
+
+// idHash is the jute-generated Id.hashCode (scheme, id), spread as
+// ConcurrentHashMap.spread does.
+func idHash(a raftmeta.ACL) uint32 {
+	h := 37*(37*17+javaStringHash(a.Scheme)) + javaStringHash(a.ID)
+	return h ^ (h >> 16)
 }
 
 // encodeResult writes the response record of a single write.
@@ -981,9 +1011,15 @@ func (c *conn) ephemerals() []string {
 
 // javaHash is Java's String.hashCode spread as HashMap.hash does.
 func javaHash(s string) uint32 {
+	h := javaStringHash(s)
+	return h ^ (h >> 16)
+}
+
+// javaStringHash is Java's String.hashCode (over UTF-16 code units).
+func javaStringHash(s string) uint32 {
 	var h uint32
 	for _, u := range utf16.Encode([]rune(s)) {
 		h = 31*h + uint32(u)
 	}
-	return h ^ (h >> 16)
+	return h
 }

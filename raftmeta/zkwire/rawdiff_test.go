@@ -143,6 +143,8 @@ func statAt(op int32, body []byte) int {
 		d.buffer("data")
 	case opGetChildren2:
 		d.strs("children")
+	case opGetACL:
+		d.acls("acl")
 	case opCreate2, opCreateTTL, opCreateContainer:
 		d.str("path")
 	default:
@@ -478,6 +480,10 @@ func TestRawOtherOpsAgainstZooKeeper(t *testing.T) {
 	raw := func(op int32, s string) rawStep {
 		return rawStep{op: op, body: func(e *encoder, x rawCtx) { e.str(s) }}
 	}
+	whoAmI := rawStep{op: opWhoAmI, body: func(e *encoder, x rawCtx) {}}
+	auth := func(userPass string) rawStep {
+		return rawStep{op: opAuth, xid: xidAuth, body: func(e *encoder, x rawCtx) { e.i32(0); e.str("digest"); e.buffer([]byte(userPass)) }}
+	}
 	runRawCases(t, []rawCase{
 		{"getAllChildrenNumber", with(
 			stepPath(opGetAllChildrenNumber, ""),
@@ -520,10 +526,25 @@ func TestRawOtherOpsAgainstZooKeeper(t *testing.T) {
 			raw(opSync, "rel"),
 			raw(opSync, ""),
 		)},
+		// ZooKeeper keeps a connection's ids in a hash set: whoAmI and an
+		// "auth" ACL list them in its order, each once (the Java client
+		// found alice before the ip id).
 		{"whoAmI", []rawStep{
-			{op: opWhoAmI, body: func(e *encoder, x rawCtx) {}},
-			{op: opAuth, xid: xidAuth, body: func(e *encoder, x rawCtx) { e.i32(0); e.str("digest"); e.buffer([]byte("user:secret")) }},
-			{op: opWhoAmI, body: func(e *encoder, x rawCtx) {}},
+			whoAmI,
+			auth("user:secret"),
+			whoAmI,
+			auth("alice:secret"),
+			whoAmI,
+			auth("alice:secret"),
+			auth("bob:x"),
+			whoAmI,
+			{op: opCreate, body: func(e *encoder, x rawCtx) {
+				e.str(x.path("/mine"))
+				e.buffer(nil)
+				e.acls([]raftmeta.ACL{{Perms: 31, Scheme: "auth"}})
+				e.i32(0)
+			}},
+			{op: opGetACL, body: func(e *encoder, x rawCtx) { e.str(x.path("/mine")) }},
 		}},
 	})
 }

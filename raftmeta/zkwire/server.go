@@ -113,8 +113,9 @@ type Server struct {
 
 	mu struct {
 		sync.Mutex
-		conns  map[*conn]struct{}
-		closed bool
+		conns    map[*conn]struct{}
+		sessions map[int64]*conn // the connection of each session (takeSession)
+		closed   bool
 	}
 
 	started                time.Time
@@ -172,6 +173,7 @@ func Start(node *raftmeta.Node, ln net.Listener, cfg Config) (*Server, error) {
 	s.latMin.Store(-1)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.conns = make(map[*conn]struct{})
+	s.mu.sessions = make(map[int64]*conn)
 	s.wg.Add(1)
 	go s.acceptLoop()
 	s.lg.Info("zookeeper shim listening")
@@ -261,8 +263,28 @@ func (s *Server) acceptLoop() {
 			c.serve()
 			s.mu.Lock()
 			delete(s.mu.conns, c)
+			if s.mu.sessions[c.sid] == c {
+				delete(s.mu.sessions, c.sid)
+			}
 			s.mu.Unlock()
 		}()
+	}
+}
+
+// takeSession makes c the connection of session sid on this server and
+// closes the connection that had it, as ZooKeeper does when a client
+// connects with the id and password of a session (a client restarted with
+// a saved session): the old connection's client sees a disconnect and, when
+// it reconnects, takes the session back. Only one connection of a session
+// reads its watch events here.
+func (s *Server) takeSession(sid int64, c *conn) {
+	s.mu.Lock()
+	old := s.mu.sessions[sid]
+	s.mu.sessions[sid] = c
+	s.mu.Unlock()
+	if old != nil {
+		old.lg.Info("session taken over by a new connection; closing this one", "by", c.nc.RemoteAddr().String())
+		_ = old.nc.Close()
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -670,5 +671,40 @@ func TestConfigValidateAndListen(t *testing.T) {
 	defer s.Close()
 	if out, err := zkFLW(s.Addr().String(), "ruok"); err != nil || out != "imok" {
 		t.Fatalf("ruok: %q %v", out, err)
+	}
+}
+
+// A connection made with the id and password of a session takes the
+// session over: the server closes the connection that had it, as
+// ZooKeeper does (the Java client then reconnects and sends setWatches2),
+// and the new one goes on. The Java driver (scripts/zkdiff.sh) found the
+// old connection left open.
+func TestReconnectTakesSessionOver(t *testing.T) {
+	node, s := newShim(t)
+	old := dialRaw(t, s.Addr().String(), 5000)
+	sess, _ := node.Session(old.sid)
+	c, err := net.Dial("tcp", s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	again := &rawClient{t: t, c: c}
+	e := &encoder{b: make([]byte, 4)}
+	e.i32(0)
+	e.i64(0)
+	e.i32(5000)
+	e.i64(old.sid)
+	e.buffer(sess.Password)
+	again.writeFrame(e.b)
+	d := &decoder{b: again.readFrame()}
+	d.i32("proto")
+	if to, sid := d.i32("timeout"), d.i64("sid"); to == 0 || sid != old.sid {
+		t.Fatalf("reconnect refused: timeout %d sid %x", to, sid)
+	}
+	if _, err := old.tryReadFrame(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the old connection is still open (read: %v)", err)
+	}
+	if code, _, _ := again.call(opExists, func(e *encoder) { e.str("/"); e.boolean(false) }); code != codeOK {
+		t.Fatalf("exists on the new connection: %d", code)
 	}
 }
