@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The project's test command: formatting, vet, staticcheck, generated code
 # up to date, buf lint, then every test with the race detector, short fuzzing,
-# and real Fluss servers on the ZooKeeper shim. Go tools are pinned in go.mod
-# and run with `go tool`; ZooKeeper (Debian's package) and Fluss's jars (Maven)
-# are installed by the scripts it calls; the Fluss step needs a JDK and mvn.
+# the Curator differential suite, and real Fluss servers on the ZooKeeper shim.
+# Go tools are pinned in go.mod and run with `go tool`; ZooKeeper (Debian's
+# package), the Curator jars and Fluss's jars (Maven) are installed by the
+# scripts it calls; the Curator and Fluss steps need a JDK and mvn.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,6 +50,10 @@ scripts/fuzz.sh -d 4s record/arrowmsg:FuzzParse record/arrowmsg:FuzzProject reco
 step "allocation tests (without -race, which changes allocation)"
 # Files built with !race: they measure what the produce path allocates.
 go test -count=1 -run 'DoesNotCopy' "$@" ./server/ ./client/
+
+step "the Curator differential suite: the Java client and Curator's recipes, shim vs ZooKeeper"
+# Installs the zookeeper and curator-recipes jars with Maven into a cache once.
+scripts/zkdiff.sh
 
 step "the reference deployment: real Apache Fluss servers on Strom's ZooKeeper shim"
 # Installs Fluss's jars with Maven into a cache once; runs Fluss's own client
