@@ -5,6 +5,7 @@ package rpc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -82,6 +83,28 @@ var ErrLimitExceeded = errors.New("rpc: limit exceeded")
 // after kv.scanner.ttl unused.
 var ErrTooManyScanners = errors.New("rpc: too many scanners")
 
+// LeaderHint names the node a call should have gone to: a bucket's leader
+// (with replica.ErrNotLeader) or the coordinator (with
+// coordinator.ErrNotCoordinator). Error and Detail put the node in the
+// ErrorDetail, so a client can send there at once.
+type LeaderHint struct {
+	// Err is the error hinted at; errors.Is sees through to it.
+	Err error
+	// Leader is the node id, meaningful when Address is set.
+	Leader int32
+	// Address is the node's API address; "" when no leader is known.
+	Address string
+}
+
+func (e *LeaderHint) Error() string {
+	if e.Address == "" {
+		return e.Err.Error() + " (no leader is known)"
+	}
+	return fmt.Sprintf("%v (the leader is node %d at %s)", e.Err, e.Leader, e.Address)
+}
+
+func (e *LeaderHint) Unwrap() error { return e.Err }
+
 // sentinels maps each domain sentinel to its code; the first match wins.
 var sentinels = []struct {
 	err  error
@@ -158,12 +181,9 @@ func Error(err error) error {
 	if err == nil {
 		return nil
 	}
-	code, field := CodeOf(err)
+	code, d := detailOf(err)
 	ce := connect.NewError(code.Connect, err)
-	detail, derr := connect.NewErrorDetail(&stromv1.ErrorDetail{
-		Code: code.Num, Name: code.Name, Retriable: code.Retriable, Field: field,
-	})
-	if derr == nil {
+	if detail, derr := connect.NewErrorDetail(d); derr == nil {
 		ce.AddDetail(detail)
 	}
 	return ce
@@ -172,8 +192,19 @@ func Error(err error) error {
 // Detail is the ErrorDetail of err, message included, for errors reported
 // per bucket inside a successful response.
 func Detail(err error) *stromv1.ErrorDetail {
+	_, d := detailOf(err)
+	d.Message = err.Error()
+	return d
+}
+
+// detailOf is err's code and its ErrorDetail, without the message.
+func detailOf(err error) (Code, *stromv1.ErrorDetail) {
 	code, field := CodeOf(err)
-	return &stromv1.ErrorDetail{Code: code.Num, Name: code.Name, Retriable: code.Retriable, Field: field, Message: err.Error()}
+	d := &stromv1.ErrorDetail{Code: code.Num, Name: code.Name, Retriable: code.Retriable, Field: field}
+	if h, ok := errors.AsType[*LeaderHint](err); ok {
+		d.LeaderId, d.LeaderAddress = h.Leader, h.Address
+	}
+	return code, d
 }
 
 // ReadyInterceptor refuses every call with ErrNotReady while ready reports

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"strings"
 
 	"connectrpc.com/connect"
 
@@ -18,15 +17,21 @@ import (
 )
 
 // adminHandler serves AdminService: it decodes, calls the coordinator (for
-// writes) or the local catalog (for reads), and returns domain errors that
+// writes; on another node, through proxy) or the local catalog (for reads,
+// after a Sync with the metadata leader), and returns domain errors that
 // rpc.ErrorInterceptor maps to the wire.
 type adminHandler struct {
-	s *Server
+	s     *Server
+	proxy *coordinatorProxy
 }
 
 var _ stromv1connect.AdminServiceHandler = (*adminHandler)(nil)
 
 func (h *adminHandler) CreateDatabase(ctx context.Context, req *connect.Request[stromv1.CreateDatabaseRequest]) (*connect.Response[stromv1.CreateDatabaseResponse], error) {
+	return proxy(ctx, h.proxy, req, h.createDatabase, adminOf, stromv1connect.AdminServiceClient.CreateDatabase)
+}
+
+func (h *adminHandler) createDatabase(ctx context.Context, req *connect.Request[stromv1.CreateDatabaseRequest]) (*connect.Response[stromv1.CreateDatabaseResponse], error) {
 	m := req.Msg
 	if err := h.s.coord.CreateDatabase(ctx, m.Database, m.Comment, m.CustomProperties, m.IgnoreIfExists); err != nil {
 		return nil, err
@@ -39,6 +44,10 @@ func (h *adminHandler) CreateDatabase(ctx context.Context, req *connect.Request[
 }
 
 func (h *adminHandler) DropDatabase(ctx context.Context, req *connect.Request[stromv1.DropDatabaseRequest]) (*connect.Response[stromv1.DropDatabaseResponse], error) {
+	return proxy(ctx, h.proxy, req, h.dropDatabase, adminOf, stromv1connect.AdminServiceClient.DropDatabase)
+}
+
+func (h *adminHandler) dropDatabase(ctx context.Context, req *connect.Request[stromv1.DropDatabaseRequest]) (*connect.Response[stromv1.DropDatabaseResponse], error) {
 	m := req.Msg
 	if err := record.ValidateDatabaseName(m.Database); err != nil {
 		return nil, err
@@ -49,8 +58,11 @@ func (h *adminHandler) DropDatabase(ctx context.Context, req *connect.Request[st
 	return connect.NewResponse(&stromv1.DropDatabaseResponse{}), nil
 }
 
-func (h *adminHandler) GetDatabase(_ context.Context, req *connect.Request[stromv1.GetDatabaseRequest]) (*connect.Response[stromv1.GetDatabaseResponse], error) {
+func (h *adminHandler) GetDatabase(ctx context.Context, req *connect.Request[stromv1.GetDatabaseRequest]) (*connect.Response[stromv1.GetDatabaseResponse], error) {
 	if err := record.ValidateDatabaseName(req.Msg.Database); err != nil {
+		return nil, err
+	}
+	if err := h.s.meta.Sync(ctx); err != nil {
 		return nil, err
 	}
 	info, err := h.database(req.Msg.Database)
@@ -74,7 +86,10 @@ func (h *adminHandler) database(name string) (*stromv1.DatabaseInfo, error) {
 	}, nil
 }
 
-func (h *adminHandler) ListDatabases(context.Context, *connect.Request[stromv1.ListDatabasesRequest]) (*connect.Response[stromv1.ListDatabasesResponse], error) {
+func (h *adminHandler) ListDatabases(ctx context.Context, _ *connect.Request[stromv1.ListDatabasesRequest]) (*connect.Response[stromv1.ListDatabasesResponse], error) {
+	if err := h.s.meta.Sync(ctx); err != nil {
+		return nil, err
+	}
 	names, err := h.s.cat.Databases()
 	if err != nil {
 		return nil, err
@@ -83,6 +98,10 @@ func (h *adminHandler) ListDatabases(context.Context, *connect.Request[stromv1.L
 }
 
 func (h *adminHandler) CreateTable(ctx context.Context, req *connect.Request[stromv1.CreateTableRequest]) (*connect.Response[stromv1.CreateTableResponse], error) {
+	return proxy(ctx, h.proxy, req, h.createTable, adminOf, stromv1connect.AdminServiceClient.CreateTable)
+}
+
+func (h *adminHandler) createTable(ctx context.Context, req *connect.Request[stromv1.CreateTableRequest]) (*connect.Response[stromv1.CreateTableResponse], error) {
 	m := req.Msg
 	desc, err := descriptorFromProto(m.Descriptor_)
 	if err != nil {
@@ -103,8 +122,11 @@ func (h *adminHandler) CreateTable(ctx context.Context, req *connect.Request[str
 	return connect.NewResponse(&stromv1.CreateTableResponse{Table: tableToProto(t)}), nil
 }
 
-func (h *adminHandler) GetTable(_ context.Context, req *connect.Request[stromv1.GetTableRequest]) (*connect.Response[stromv1.GetTableResponse], error) {
+func (h *adminHandler) GetTable(ctx context.Context, req *connect.Request[stromv1.GetTableRequest]) (*connect.Response[stromv1.GetTableResponse], error) {
 	if err := validatePath(req.Msg.Database, req.Msg.Table); err != nil {
+		return nil, err
+	}
+	if err := h.s.meta.Sync(ctx); err != nil {
 		return nil, err
 	}
 	t, err := h.s.cat.Table(req.Msg.Database, req.Msg.Table)
@@ -114,8 +136,11 @@ func (h *adminHandler) GetTable(_ context.Context, req *connect.Request[stromv1.
 	return connect.NewResponse(&stromv1.GetTableResponse{Table: tableToProto(t)}), nil
 }
 
-func (h *adminHandler) ListTables(_ context.Context, req *connect.Request[stromv1.ListTablesRequest]) (*connect.Response[stromv1.ListTablesResponse], error) {
+func (h *adminHandler) ListTables(ctx context.Context, req *connect.Request[stromv1.ListTablesRequest]) (*connect.Response[stromv1.ListTablesResponse], error) {
 	if err := record.ValidateDatabaseName(req.Msg.Database); err != nil {
+		return nil, err
+	}
+	if err := h.s.meta.Sync(ctx); err != nil {
 		return nil, err
 	}
 	names, err := h.s.cat.Tables(req.Msg.Database)
@@ -126,6 +151,10 @@ func (h *adminHandler) ListTables(_ context.Context, req *connect.Request[stromv
 }
 
 func (h *adminHandler) DropTable(ctx context.Context, req *connect.Request[stromv1.DropTableRequest]) (*connect.Response[stromv1.DropTableResponse], error) {
+	return proxy(ctx, h.proxy, req, h.dropTable, adminOf, stromv1connect.AdminServiceClient.DropTable)
+}
+
+func (h *adminHandler) dropTable(ctx context.Context, req *connect.Request[stromv1.DropTableRequest]) (*connect.Response[stromv1.DropTableResponse], error) {
 	m := req.Msg
 	if err := validatePath(m.Database, m.Table); err != nil {
 		return nil, err
@@ -184,15 +213,68 @@ func (h *adminHandler) DescribeCluster(context.Context, *connect.Request[stromv1
 	}
 	for _, ts := range tservers {
 		n := node(ts.ID)
-		n.ApiAddress = strings.TrimPrefix(ts.Registration.Listeners, catalog.ListenerName+"://")
+		n.ApiAddress = apiAddress(ts.Registration)
 		n.Roles = append(n.Roles, "tablet-server")
+		n.Alive = true // registered under a live session
 	}
+	// Until membership tells every node's version, only this node's is known.
+	node(s.cfg.NodeID).Version = Version
 	for _, n := range nodes {
 		sort.Strings(n.Roles)
 		resp.Nodes = append(resp.Nodes, n)
 	}
 	sort.Slice(resp.Nodes, func(i, j int) bool { return resp.Nodes[i].Id < resp.Nodes[j].Id })
 	sort.Slice(resp.Voters, func(i, j int) bool { return resp.Voters[i] < resp.Voters[j] })
+	return connect.NewResponse(resp), nil
+}
+
+// GetMetadata answers from the local catalog after a Sync with the
+// metadata leader, so a client sees its own admin writes whichever node
+// it made them through.
+func (h *adminHandler) GetMetadata(ctx context.Context, req *connect.Request[stromv1.GetMetadataRequest]) (*connect.Response[stromv1.GetMetadataResponse], error) {
+	var problems []error
+	for i, p := range req.Msg.Tables {
+		if err := validatePath(p.Database, p.Table); err != nil {
+			problems = append(problems, fmt.Errorf("tables[%d]: %w", i, err))
+		}
+	}
+	if err := errors.Join(problems...); err != nil {
+		return nil, err
+	}
+	if err := h.s.meta.Sync(ctx); err != nil {
+		return nil, err
+	}
+	resp := &stromv1.GetMetadataResponse{Coordinator: -1}
+	servers, err := h.s.cat.TabletServers()
+	if err != nil {
+		return nil, err
+	}
+	for _, ts := range servers {
+		resp.Nodes = append(resp.Nodes, &stromv1.Node{Id: ts.ID, ApiAddress: apiAddress(ts.Registration)})
+	}
+	coord, _, _, err := h.s.cat.Coordinator()
+	if err != nil {
+		return nil, err
+	}
+	if id, err := strconv.ParseInt(coord.ID, 10, 32); err == nil {
+		resp.Coordinator = int32(id)
+	}
+	var tables []catalog.Table
+	if len(req.Msg.Tables) == 0 {
+		if tables, err = h.s.cat.AllTables(); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range req.Msg.Tables {
+		t, err := h.s.cat.Table(p.Database, p.Table)
+		if err != nil {
+			return nil, err
+		}
+		tables = append(tables, t)
+	}
+	for _, t := range tables {
+		resp.Tables = append(resp.Tables, tableToProto(t))
+	}
 	return connect.NewResponse(resp), nil
 }
 
@@ -260,7 +342,7 @@ func tableToProto(t catalog.Table) *stromv1.TableInfo {
 	for _, b := range t.Assignment.BucketIDs() {
 		ba := &stromv1.BucketAssignment{Bucket: b, Replicas: t.Assignment.Buckets[b], Leader: -1}
 		if lisr, ok := t.LeaderISR[b]; ok {
-			ba.Leader, ba.LeaderEpoch, ba.Isr = lisr.Leader, lisr.LeaderEpoch, lisr.ISR
+			ba.Leader, ba.LeaderEpoch, ba.Isr, ba.BucketEpoch = lisr.Leader, lisr.LeaderEpoch, lisr.ISR, lisr.BucketEpoch
 		}
 		out.Buckets = append(out.Buckets, ba)
 	}

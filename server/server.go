@@ -478,8 +478,9 @@ func (s *Server) connectOptions() []connect.HandlerOption {
 func (s *Server) handler() http.Handler {
 	mux := http.NewServeMux()
 	opts := s.connectOptions()
-	mux.Handle(stromv1connect.NewAdminServiceHandler(&adminHandler{s: s}, opts...))
-	th := &tabletHandler{s: s}
+	proxy := newCoordinatorProxy(s)
+	mux.Handle(stromv1connect.NewAdminServiceHandler(&adminHandler{s: s, proxy: proxy}, opts...))
+	th := &tabletHandler{s: s, proxy: proxy}
 	tabletPath, tablet := stromv1connect.NewTabletServiceHandler(th, opts...)
 	mux.Handle(tabletPath, tablet)
 	mux.Handle(produceLogPath, newProduceFastPath(th, s.ready.Load, tablet))

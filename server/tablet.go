@@ -28,7 +28,8 @@ import (
 // tabletHandler serves TabletService: it resolves the table in the local
 // catalog, checks input at the edge, and calls the bucket's replica.
 type tabletHandler struct {
-	s *Server
+	s     *Server
+	proxy *coordinatorProxy
 }
 
 var _ stromv1connect.TabletServiceHandler = (*tabletHandler)(nil)
@@ -50,12 +51,22 @@ func (h *tabletHandler) table(db, name string) (catalog.Table, error) {
 	return h.s.tables.get(db, name)
 }
 
+// replica returns the bucket's replica when this node leads the bucket; a
+// *rpc.LeaderHint wrapping replica.ErrNotLeader when the metadata names
+// another leader, replica.ErrUnknownBucket when this node hosts no replica
+// of it (yet).
 func (h *tabletHandler) replica(t catalog.Table, bucket int32) (*replica.Replica, error) {
 	if bucket < 0 || bucket >= t.Registration.BucketCount {
 		return nil, &record.InvalidError{Field: "bucket", Reason: fmt.Sprintf("bucket %d does not exist: %s.%s has buckets 0..%d",
 			bucket, t.Database, t.Name, t.Registration.BucketCount-1)}
 	}
-	return h.s.replicas.Replica(replica.TableBucket{TableID: t.Registration.TableID, Bucket: bucket})
+	tb := replica.TableBucket{TableID: t.Registration.TableID, Bucket: bucket}
+	// Another node leads the bucket (this one may host a follower, or no
+	// replica at all): name it, so the client sends there at once.
+	if lisr, ok := t.LeaderISR[bucket]; ok && lisr.Leader != h.s.cfg.NodeID {
+		return nil, h.s.notLeader(tb, lisr.Leader)
+	}
+	return h.s.replicas.Replica(tb)
 }
 
 func (h *tabletHandler) ProduceLog(ctx context.Context, req *connect.Request[stromv1.ProduceLogRequest]) (*connect.Response[stromv1.ProduceLogResponse], error) {
@@ -664,7 +675,13 @@ func (h *tabletHandler) LimitScan(_ context.Context, req *connect.Request[stromv
 	return connect.NewResponse(resp), nil
 }
 
-func (h *tabletHandler) InitWriter(ctx context.Context, _ *connect.Request[stromv1.InitWriterRequest]) (*connect.Response[stromv1.InitWriterResponse], error) {
+// InitWriter allocates through the coordinator: on another node, it is
+// proxied there.
+func (h *tabletHandler) InitWriter(ctx context.Context, req *connect.Request[stromv1.InitWriterRequest]) (*connect.Response[stromv1.InitWriterResponse], error) {
+	return proxy(ctx, h.proxy, req, h.initWriter, tabletOf, stromv1connect.TabletServiceClient.InitWriter)
+}
+
+func (h *tabletHandler) initWriter(ctx context.Context, _ *connect.Request[stromv1.InitWriterRequest]) (*connect.Response[stromv1.InitWriterResponse], error) {
 	id, err := h.s.coord.NewWriterID(ctx)
 	if err != nil {
 		return nil, err

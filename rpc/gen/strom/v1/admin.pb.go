@@ -340,12 +340,18 @@ func (x *TableInfo) GetBuckets() []*BucketAssignment {
 
 // BucketAssignment places one bucket.
 type BucketAssignment struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Bucket        int32                  `protobuf:"varint,1,opt,name=bucket,proto3" json:"bucket,omitempty"`
-	Replicas      []int32                `protobuf:"varint,2,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
-	Leader        int32                  `protobuf:"varint,3,opt,name=leader,proto3" json:"leader,omitempty"`
-	LeaderEpoch   int32                  `protobuf:"varint,4,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
-	Isr           []int32                `protobuf:"varint,5,rep,packed,name=isr,proto3" json:"isr,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Bucket   int32                  `protobuf:"varint,1,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	Replicas []int32                `protobuf:"varint,2,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	// Node id of the leader; -1 when the bucket has none (not elected yet, or
+	// no replica of the ISR is alive).
+	Leader int32 `protobuf:"varint,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	// Incremented at every leader change (Fluss's leader epoch).
+	LeaderEpoch int32 `protobuf:"varint,4,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	// The in-sync replicas, leader included.
+	Isr []int32 `protobuf:"varint,5,rep,packed,name=isr,proto3" json:"isr,omitempty"`
+	// Incremented at every change of the bucket's leader or ISR.
+	BucketEpoch   int32 `protobuf:"varint,6,opt,name=bucket_epoch,json=bucketEpoch,proto3" json:"bucket_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -413,6 +419,13 @@ func (x *BucketAssignment) GetIsr() []int32 {
 		return x.Isr
 	}
 	return nil
+}
+
+func (x *BucketAssignment) GetBucketEpoch() int32 {
+	if x != nil {
+		return x.BucketEpoch
+	}
+	return 0
 }
 
 // DatabaseInfo describes a registered database.
@@ -1307,7 +1320,16 @@ type Node struct {
 	RaftAddress string `protobuf:"bytes,3,opt,name=raft_address,json=raftAddress,proto3" json:"raft_address,omitempty"`
 	// Roles the node plays now: "coordinator", "tablet-server", "raft-voter",
 	// "raft-nonvoter", "raft-leader".
-	Roles         []string `protobuf:"bytes,4,rep,name=roles,proto3" json:"roles,omitempty"`
+	Roles []string `protobuf:"bytes,4,rep,name=roles,proto3" json:"roles,omitempty"`
+	// Address of the membership gossip (memberlist); empty when unknown.
+	GossipAddress string `protobuf:"bytes,5,opt,name=gossip_address,json=gossipAddress,proto3" json:"gossip_address,omitempty"`
+	// Whether the node is alive: registered (its session live) or seen alive by
+	// the membership gossip.
+	Alive bool `protobuf:"varint,6,opt,name=alive,proto3" json:"alive,omitempty"`
+	// Strom version the node runs; empty when unknown.
+	Version string `protobuf:"bytes,7,opt,name=version,proto3" json:"version,omitempty"`
+	// The node's rack (node.rack); empty when none is set.
+	Rack          string `protobuf:"bytes,8,opt,name=rack,proto3" json:"rack,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1368,6 +1390,34 @@ func (x *Node) GetRoles() []string {
 		return x.Roles
 	}
 	return nil
+}
+
+func (x *Node) GetGossipAddress() string {
+	if x != nil {
+		return x.GossipAddress
+	}
+	return ""
+}
+
+func (x *Node) GetAlive() bool {
+	if x != nil {
+		return x.Alive
+	}
+	return false
+}
+
+func (x *Node) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *Node) GetRack() string {
+	if x != nil {
+		return x.Rack
+	}
+	return ""
 }
 
 type DescribeClusterResponse struct {
@@ -1457,6 +1507,167 @@ func (x *DescribeClusterResponse) GetCoordinatorEpoch() int32 {
 	return 0
 }
 
+// TablePath names a table.
+type TablePath struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Database      string                 `protobuf:"bytes,1,opt,name=database,proto3" json:"database,omitempty"`
+	Table         string                 `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TablePath) Reset() {
+	*x = TablePath{}
+	mi := &file_strom_v1_admin_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TablePath) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TablePath) ProtoMessage() {}
+
+func (x *TablePath) ProtoReflect() protoreflect.Message {
+	mi := &file_strom_v1_admin_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TablePath.ProtoReflect.Descriptor instead.
+func (*TablePath) Descriptor() ([]byte, []int) {
+	return file_strom_v1_admin_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *TablePath) GetDatabase() string {
+	if x != nil {
+		return x.Database
+	}
+	return ""
+}
+
+func (x *TablePath) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+type GetMetadataRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tables to describe; none: every table.
+	Tables        []*TablePath `protobuf:"bytes,1,rep,name=tables,proto3" json:"tables,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetMetadataRequest) Reset() {
+	*x = GetMetadataRequest{}
+	mi := &file_strom_v1_admin_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetMetadataRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetMetadataRequest) ProtoMessage() {}
+
+func (x *GetMetadataRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strom_v1_admin_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetMetadataRequest.ProtoReflect.Descriptor instead.
+func (*GetMetadataRequest) Descriptor() ([]byte, []int) {
+	return file_strom_v1_admin_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *GetMetadataRequest) GetTables() []*TablePath {
+	if x != nil {
+		return x.Tables
+	}
+	return nil
+}
+
+type GetMetadataResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The live (registered) nodes: id and api_address.
+	Nodes []*Node `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// Node id of the coordinator; -1 when there is none.
+	Coordinator int32 `protobuf:"varint,2,opt,name=coordinator,proto3" json:"coordinator,omitempty"`
+	// The tables asked for, each with its buckets' leaders.
+	Tables        []*TableInfo `protobuf:"bytes,3,rep,name=tables,proto3" json:"tables,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetMetadataResponse) Reset() {
+	*x = GetMetadataResponse{}
+	mi := &file_strom_v1_admin_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetMetadataResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetMetadataResponse) ProtoMessage() {}
+
+func (x *GetMetadataResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strom_v1_admin_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetMetadataResponse.ProtoReflect.Descriptor instead.
+func (*GetMetadataResponse) Descriptor() ([]byte, []int) {
+	return file_strom_v1_admin_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *GetMetadataResponse) GetNodes() []*Node {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *GetMetadataResponse) GetCoordinator() int32 {
+	if x != nil {
+		return x.Coordinator
+	}
+	return 0
+}
+
+func (x *GetMetadataResponse) GetTables() []*TableInfo {
+	if x != nil {
+		return x.Tables
+	}
+	return nil
+}
+
 var File_strom_v1_admin_proto protoreflect.FileDescriptor
 
 const file_strom_v1_admin_proto_rawDesc = "" +
@@ -1497,13 +1708,14 @@ const file_strom_v1_admin_proto_rawDesc = "" +
 	"descriptor\x12&\n" +
 	"\x0fcreated_time_ms\x18\x06 \x01(\x03R\rcreatedTimeMs\x12(\n" +
 	"\x10modified_time_ms\x18\a \x01(\x03R\x0emodifiedTimeMs\x124\n" +
-	"\abuckets\x18\b \x03(\v2\x1a.strom.v1.BucketAssignmentR\abuckets\"\x93\x01\n" +
+	"\abuckets\x18\b \x03(\v2\x1a.strom.v1.BucketAssignmentR\abuckets\"\xb6\x01\n" +
 	"\x10BucketAssignment\x12\x16\n" +
 	"\x06bucket\x18\x01 \x01(\x05R\x06bucket\x12\x1a\n" +
 	"\breplicas\x18\x02 \x03(\x05R\breplicas\x12\x16\n" +
 	"\x06leader\x18\x03 \x01(\x05R\x06leader\x12!\n" +
 	"\fleader_epoch\x18\x04 \x01(\x05R\vleaderEpoch\x12\x10\n" +
-	"\x03isr\x18\x05 \x03(\x05R\x03isr\"\xae\x02\n" +
+	"\x03isr\x18\x05 \x03(\x05R\x03isr\x12!\n" +
+	"\fbucket_epoch\x18\x06 \x01(\x05R\vbucketEpoch\"\xae\x02\n" +
 	"\fDatabaseInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\acomment\x18\x02 \x01(\tR\acomment\x12Y\n" +
@@ -1558,13 +1770,17 @@ const file_strom_v1_admin_proto_rawDesc = "" +
 	"\x05table\x18\x02 \x01(\tR\x05table\x12/\n" +
 	"\x14ignore_if_not_exists\x18\x03 \x01(\bR\x11ignoreIfNotExists\"\x13\n" +
 	"\x11DropTableResponse\"\x18\n" +
-	"\x16DescribeClusterRequest\"p\n" +
+	"\x16DescribeClusterRequest\"\xdb\x01\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x1f\n" +
 	"\vapi_address\x18\x02 \x01(\tR\n" +
 	"apiAddress\x12!\n" +
 	"\fraft_address\x18\x03 \x01(\tR\vraftAddress\x12\x14\n" +
-	"\x05roles\x18\x04 \x03(\tR\x05roles\"\xde\x01\n" +
+	"\x05roles\x18\x04 \x03(\tR\x05roles\x12%\n" +
+	"\x0egossip_address\x18\x05 \x01(\tR\rgossipAddress\x12\x14\n" +
+	"\x05alive\x18\x06 \x01(\bR\x05alive\x12\x18\n" +
+	"\aversion\x18\a \x01(\tR\aversion\x12\x12\n" +
+	"\x04rack\x18\b \x01(\tR\x04rack\"\xde\x01\n" +
 	"\x17DescribeClusterResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x18\n" +
@@ -1573,7 +1789,16 @@ const file_strom_v1_admin_proto_rawDesc = "" +
 	"raftLeader\x12\x16\n" +
 	"\x06voters\x18\x04 \x03(\x05R\x06voters\x12$\n" +
 	"\x05nodes\x18\x05 \x03(\v2\x0e.strom.v1.NodeR\x05nodes\x12+\n" +
-	"\x11coordinator_epoch\x18\x06 \x01(\x05R\x10coordinatorEpoch2\xc6\x05\n" +
+	"\x11coordinator_epoch\x18\x06 \x01(\x05R\x10coordinatorEpoch\"=\n" +
+	"\tTablePath\x12\x1a\n" +
+	"\bdatabase\x18\x01 \x01(\tR\bdatabase\x12\x14\n" +
+	"\x05table\x18\x02 \x01(\tR\x05table\"A\n" +
+	"\x12GetMetadataRequest\x12+\n" +
+	"\x06tables\x18\x01 \x03(\v2\x13.strom.v1.TablePathR\x06tables\"\x8a\x01\n" +
+	"\x13GetMetadataResponse\x12$\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x0e.strom.v1.NodeR\x05nodes\x12 \n" +
+	"\vcoordinator\x18\x02 \x01(\x05R\vcoordinator\x12+\n" +
+	"\x06tables\x18\x03 \x03(\v2\x13.strom.v1.TableInfoR\x06tables2\x92\x06\n" +
 	"\fAdminService\x12S\n" +
 	"\x0eCreateDatabase\x12\x1f.strom.v1.CreateDatabaseRequest\x1a .strom.v1.CreateDatabaseResponse\x12M\n" +
 	"\fDropDatabase\x12\x1d.strom.v1.DropDatabaseRequest\x1a\x1e.strom.v1.DropDatabaseResponse\x12J\n" +
@@ -1584,7 +1809,8 @@ const file_strom_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"ListTables\x12\x1b.strom.v1.ListTablesRequest\x1a\x1c.strom.v1.ListTablesResponse\x12D\n" +
 	"\tDropTable\x12\x1a.strom.v1.DropTableRequest\x1a\x1b.strom.v1.DropTableResponse\x12V\n" +
-	"\x0fDescribeCluster\x12 .strom.v1.DescribeClusterRequest\x1a!.strom.v1.DescribeClusterResponseB Z\x1estrom/rpc/gen/strom/v1;stromv1b\x06proto3"
+	"\x0fDescribeCluster\x12 .strom.v1.DescribeClusterRequest\x1a!.strom.v1.DescribeClusterResponse\x12J\n" +
+	"\vGetMetadata\x12\x1c.strom.v1.GetMetadataRequest\x1a\x1d.strom.v1.GetMetadataResponseB Z\x1estrom/rpc/gen/strom/v1;stromv1b\x06proto3"
 
 var (
 	file_strom_v1_admin_proto_rawDescOnce sync.Once
@@ -1598,7 +1824,7 @@ func file_strom_v1_admin_proto_rawDescGZIP() []byte {
 	return file_strom_v1_admin_proto_rawDescData
 }
 
-var file_strom_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_strom_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_strom_v1_admin_proto_goTypes = []any{
 	(*Column)(nil),                  // 0: strom.v1.Column
 	(*Schema)(nil),                  // 1: strom.v1.Schema
@@ -1625,49 +1851,57 @@ var file_strom_v1_admin_proto_goTypes = []any{
 	(*DescribeClusterRequest)(nil),  // 22: strom.v1.DescribeClusterRequest
 	(*Node)(nil),                    // 23: strom.v1.Node
 	(*DescribeClusterResponse)(nil), // 24: strom.v1.DescribeClusterResponse
-	nil,                             // 25: strom.v1.TableDescriptor.PropertiesEntry
-	nil,                             // 26: strom.v1.TableDescriptor.CustomPropertiesEntry
-	nil,                             // 27: strom.v1.DatabaseInfo.CustomPropertiesEntry
-	nil,                             // 28: strom.v1.CreateDatabaseRequest.CustomPropertiesEntry
+	(*TablePath)(nil),               // 25: strom.v1.TablePath
+	(*GetMetadataRequest)(nil),      // 26: strom.v1.GetMetadataRequest
+	(*GetMetadataResponse)(nil),     // 27: strom.v1.GetMetadataResponse
+	nil,                             // 28: strom.v1.TableDescriptor.PropertiesEntry
+	nil,                             // 29: strom.v1.TableDescriptor.CustomPropertiesEntry
+	nil,                             // 30: strom.v1.DatabaseInfo.CustomPropertiesEntry
+	nil,                             // 31: strom.v1.CreateDatabaseRequest.CustomPropertiesEntry
 }
 var file_strom_v1_admin_proto_depIdxs = []int32{
 	0,  // 0: strom.v1.Schema.columns:type_name -> strom.v1.Column
 	1,  // 1: strom.v1.TableDescriptor.schema:type_name -> strom.v1.Schema
-	25, // 2: strom.v1.TableDescriptor.properties:type_name -> strom.v1.TableDescriptor.PropertiesEntry
-	26, // 3: strom.v1.TableDescriptor.custom_properties:type_name -> strom.v1.TableDescriptor.CustomPropertiesEntry
+	28, // 2: strom.v1.TableDescriptor.properties:type_name -> strom.v1.TableDescriptor.PropertiesEntry
+	29, // 3: strom.v1.TableDescriptor.custom_properties:type_name -> strom.v1.TableDescriptor.CustomPropertiesEntry
 	2,  // 4: strom.v1.TableInfo.descriptor:type_name -> strom.v1.TableDescriptor
 	4,  // 5: strom.v1.TableInfo.buckets:type_name -> strom.v1.BucketAssignment
-	27, // 6: strom.v1.DatabaseInfo.custom_properties:type_name -> strom.v1.DatabaseInfo.CustomPropertiesEntry
-	28, // 7: strom.v1.CreateDatabaseRequest.custom_properties:type_name -> strom.v1.CreateDatabaseRequest.CustomPropertiesEntry
+	30, // 6: strom.v1.DatabaseInfo.custom_properties:type_name -> strom.v1.DatabaseInfo.CustomPropertiesEntry
+	31, // 7: strom.v1.CreateDatabaseRequest.custom_properties:type_name -> strom.v1.CreateDatabaseRequest.CustomPropertiesEntry
 	5,  // 8: strom.v1.CreateDatabaseResponse.database:type_name -> strom.v1.DatabaseInfo
 	5,  // 9: strom.v1.GetDatabaseResponse.database:type_name -> strom.v1.DatabaseInfo
 	2,  // 10: strom.v1.CreateTableRequest.descriptor:type_name -> strom.v1.TableDescriptor
 	3,  // 11: strom.v1.CreateTableResponse.table:type_name -> strom.v1.TableInfo
 	3,  // 12: strom.v1.GetTableResponse.table:type_name -> strom.v1.TableInfo
 	23, // 13: strom.v1.DescribeClusterResponse.nodes:type_name -> strom.v1.Node
-	6,  // 14: strom.v1.AdminService.CreateDatabase:input_type -> strom.v1.CreateDatabaseRequest
-	8,  // 15: strom.v1.AdminService.DropDatabase:input_type -> strom.v1.DropDatabaseRequest
-	10, // 16: strom.v1.AdminService.GetDatabase:input_type -> strom.v1.GetDatabaseRequest
-	12, // 17: strom.v1.AdminService.ListDatabases:input_type -> strom.v1.ListDatabasesRequest
-	14, // 18: strom.v1.AdminService.CreateTable:input_type -> strom.v1.CreateTableRequest
-	16, // 19: strom.v1.AdminService.GetTable:input_type -> strom.v1.GetTableRequest
-	18, // 20: strom.v1.AdminService.ListTables:input_type -> strom.v1.ListTablesRequest
-	20, // 21: strom.v1.AdminService.DropTable:input_type -> strom.v1.DropTableRequest
-	22, // 22: strom.v1.AdminService.DescribeCluster:input_type -> strom.v1.DescribeClusterRequest
-	7,  // 23: strom.v1.AdminService.CreateDatabase:output_type -> strom.v1.CreateDatabaseResponse
-	9,  // 24: strom.v1.AdminService.DropDatabase:output_type -> strom.v1.DropDatabaseResponse
-	11, // 25: strom.v1.AdminService.GetDatabase:output_type -> strom.v1.GetDatabaseResponse
-	13, // 26: strom.v1.AdminService.ListDatabases:output_type -> strom.v1.ListDatabasesResponse
-	15, // 27: strom.v1.AdminService.CreateTable:output_type -> strom.v1.CreateTableResponse
-	17, // 28: strom.v1.AdminService.GetTable:output_type -> strom.v1.GetTableResponse
-	19, // 29: strom.v1.AdminService.ListTables:output_type -> strom.v1.ListTablesResponse
-	21, // 30: strom.v1.AdminService.DropTable:output_type -> strom.v1.DropTableResponse
-	24, // 31: strom.v1.AdminService.DescribeCluster:output_type -> strom.v1.DescribeClusterResponse
-	23, // [23:32] is the sub-list for method output_type
-	14, // [14:23] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	25, // 14: strom.v1.GetMetadataRequest.tables:type_name -> strom.v1.TablePath
+	23, // 15: strom.v1.GetMetadataResponse.nodes:type_name -> strom.v1.Node
+	3,  // 16: strom.v1.GetMetadataResponse.tables:type_name -> strom.v1.TableInfo
+	6,  // 17: strom.v1.AdminService.CreateDatabase:input_type -> strom.v1.CreateDatabaseRequest
+	8,  // 18: strom.v1.AdminService.DropDatabase:input_type -> strom.v1.DropDatabaseRequest
+	10, // 19: strom.v1.AdminService.GetDatabase:input_type -> strom.v1.GetDatabaseRequest
+	12, // 20: strom.v1.AdminService.ListDatabases:input_type -> strom.v1.ListDatabasesRequest
+	14, // 21: strom.v1.AdminService.CreateTable:input_type -> strom.v1.CreateTableRequest
+	16, // 22: strom.v1.AdminService.GetTable:input_type -> strom.v1.GetTableRequest
+	18, // 23: strom.v1.AdminService.ListTables:input_type -> strom.v1.ListTablesRequest
+	20, // 24: strom.v1.AdminService.DropTable:input_type -> strom.v1.DropTableRequest
+	22, // 25: strom.v1.AdminService.DescribeCluster:input_type -> strom.v1.DescribeClusterRequest
+	26, // 26: strom.v1.AdminService.GetMetadata:input_type -> strom.v1.GetMetadataRequest
+	7,  // 27: strom.v1.AdminService.CreateDatabase:output_type -> strom.v1.CreateDatabaseResponse
+	9,  // 28: strom.v1.AdminService.DropDatabase:output_type -> strom.v1.DropDatabaseResponse
+	11, // 29: strom.v1.AdminService.GetDatabase:output_type -> strom.v1.GetDatabaseResponse
+	13, // 30: strom.v1.AdminService.ListDatabases:output_type -> strom.v1.ListDatabasesResponse
+	15, // 31: strom.v1.AdminService.CreateTable:output_type -> strom.v1.CreateTableResponse
+	17, // 32: strom.v1.AdminService.GetTable:output_type -> strom.v1.GetTableResponse
+	19, // 33: strom.v1.AdminService.ListTables:output_type -> strom.v1.ListTablesResponse
+	21, // 34: strom.v1.AdminService.DropTable:output_type -> strom.v1.DropTableResponse
+	24, // 35: strom.v1.AdminService.DescribeCluster:output_type -> strom.v1.DescribeClusterResponse
+	27, // 36: strom.v1.AdminService.GetMetadata:output_type -> strom.v1.GetMetadataResponse
+	27, // [27:37] is the sub-list for method output_type
+	17, // [17:27] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_strom_v1_admin_proto_init() }
@@ -1681,7 +1915,7 @@ func file_strom_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strom_v1_admin_proto_rawDesc), len(file_strom_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

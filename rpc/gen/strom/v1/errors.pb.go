@@ -35,7 +35,15 @@ type ErrorDetail struct {
 	Field string `protobuf:"bytes,4,opt,name=field,proto3" json:"field,omitempty"`
 	// The description of the problem, where the error is not the whole call's
 	// (a bucket's result in a data call).
-	Message       string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	Message string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	// NOT_LEADER_OR_FOLLOWER and NOT_COORDINATOR_LEADER_EXCEPTION: the node
+	// id of the bucket's leader (or of the coordinator) as the answering node
+	// knows it, meaningful when leader_address is set; a client may send
+	// there at once.
+	LeaderId int32 `protobuf:"varint,6,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	// The API address of that node; empty when the answering node knows no
+	// leader.
+	LeaderAddress string `protobuf:"bytes,7,opt,name=leader_address,json=leaderAddress,proto3" json:"leader_address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -105,17 +113,33 @@ func (x *ErrorDetail) GetMessage() string {
 	return ""
 }
 
+func (x *ErrorDetail) GetLeaderId() int32 {
+	if x != nil {
+		return x.LeaderId
+	}
+	return 0
+}
+
+func (x *ErrorDetail) GetLeaderAddress() string {
+	if x != nil {
+		return x.LeaderAddress
+	}
+	return ""
+}
+
 var File_strom_v1_errors_proto protoreflect.FileDescriptor
 
 const file_strom_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x15strom/v1/errors.proto\x12\bstrom.v1\"\x83\x01\n" +
+	"\x15strom/v1/errors.proto\x12\bstrom.v1\"\xc7\x01\n" +
 	"\vErrorDetail\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
 	"\tretriable\x18\x03 \x01(\bR\tretriable\x12\x14\n" +
 	"\x05field\x18\x04 \x01(\tR\x05field\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessageB Z\x1estrom/rpc/gen/strom/v1;stromv1b\x06proto3"
+	"\amessage\x18\x05 \x01(\tR\amessage\x12\x1b\n" +
+	"\tleader_id\x18\x06 \x01(\x05R\bleaderId\x12%\n" +
+	"\x0eleader_address\x18\a \x01(\tR\rleaderAddressB Z\x1estrom/rpc/gen/strom/v1;stromv1b\x06proto3"
 
 var (
 	file_strom_v1_errors_proto_rawDescOnce sync.Once

@@ -57,6 +57,9 @@ const (
 	// AdminServiceDescribeClusterProcedure is the fully-qualified name of the AdminService's
 	// DescribeCluster RPC.
 	AdminServiceDescribeClusterProcedure = "/strom.v1.AdminService/DescribeCluster"
+	// AdminServiceGetMetadataProcedure is the fully-qualified name of the AdminService's GetMetadata
+	// RPC.
+	AdminServiceGetMetadataProcedure = "/strom.v1.AdminService/GetMetadata"
 )
 
 // AdminServiceClient is a client for the strom.v1.AdminService service.
@@ -81,6 +84,13 @@ type AdminServiceClient interface {
 	DropTable(context.Context, *connect.Request[v1.DropTableRequest]) (*connect.Response[v1.DropTableResponse], error)
 	// DescribeCluster lists the nodes, their roles and the metadata group.
 	DescribeCluster(context.Context, *connect.Request[v1.DescribeClusterRequest]) (*connect.Response[v1.DescribeClusterResponse], error)
+	// GetMetadata is what a client routes by (Fluss's MetadataRequest): the
+	// live nodes with their API addresses and, for the tables asked for (all
+	// when none is), each bucket's leader, leader epoch, replicas and ISR.
+	// The answering node first syncs with the metadata leader, so the answer
+	// includes every admin write acknowledged before the call, through any
+	// node.
+	GetMetadata(context.Context, *connect.Request[v1.GetMetadataRequest]) (*connect.Response[v1.GetMetadataResponse], error)
 }
 
 // NewAdminServiceClient constructs a client for the strom.v1.AdminService service. By default, it
@@ -148,6 +158,12 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(adminServiceMethods.ByName("DescribeCluster")),
 			connect.WithClientOptions(opts...),
 		),
+		getMetadata: connect.NewClient[v1.GetMetadataRequest, v1.GetMetadataResponse](
+			httpClient,
+			baseURL+AdminServiceGetMetadataProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("GetMetadata")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -162,6 +178,7 @@ type adminServiceClient struct {
 	listTables      *connect.Client[v1.ListTablesRequest, v1.ListTablesResponse]
 	dropTable       *connect.Client[v1.DropTableRequest, v1.DropTableResponse]
 	describeCluster *connect.Client[v1.DescribeClusterRequest, v1.DescribeClusterResponse]
+	getMetadata     *connect.Client[v1.GetMetadataRequest, v1.GetMetadataResponse]
 }
 
 // CreateDatabase calls strom.v1.AdminService.CreateDatabase.
@@ -209,6 +226,11 @@ func (c *adminServiceClient) DescribeCluster(ctx context.Context, req *connect.R
 	return c.describeCluster.CallUnary(ctx, req)
 }
 
+// GetMetadata calls strom.v1.AdminService.GetMetadata.
+func (c *adminServiceClient) GetMetadata(ctx context.Context, req *connect.Request[v1.GetMetadataRequest]) (*connect.Response[v1.GetMetadataResponse], error) {
+	return c.getMetadata.CallUnary(ctx, req)
+}
+
 // AdminServiceHandler is an implementation of the strom.v1.AdminService service.
 type AdminServiceHandler interface {
 	// CreateDatabase registers a database. AlreadyExists unless ignore_if_exists.
@@ -231,6 +253,13 @@ type AdminServiceHandler interface {
 	DropTable(context.Context, *connect.Request[v1.DropTableRequest]) (*connect.Response[v1.DropTableResponse], error)
 	// DescribeCluster lists the nodes, their roles and the metadata group.
 	DescribeCluster(context.Context, *connect.Request[v1.DescribeClusterRequest]) (*connect.Response[v1.DescribeClusterResponse], error)
+	// GetMetadata is what a client routes by (Fluss's MetadataRequest): the
+	// live nodes with their API addresses and, for the tables asked for (all
+	// when none is), each bucket's leader, leader epoch, replicas and ISR.
+	// The answering node first syncs with the metadata leader, so the answer
+	// includes every admin write acknowledged before the call, through any
+	// node.
+	GetMetadata(context.Context, *connect.Request[v1.GetMetadataRequest]) (*connect.Response[v1.GetMetadataResponse], error)
 }
 
 // NewAdminServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -294,6 +323,12 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(adminServiceMethods.ByName("DescribeCluster")),
 		connect.WithHandlerOptions(opts...),
 	)
+	adminServiceGetMetadataHandler := connect.NewUnaryHandler(
+		AdminServiceGetMetadataProcedure,
+		svc.GetMetadata,
+		connect.WithSchema(adminServiceMethods.ByName("GetMetadata")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/strom.v1.AdminService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AdminServiceCreateDatabaseProcedure:
@@ -314,6 +349,8 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceDropTableHandler.ServeHTTP(w, r)
 		case AdminServiceDescribeClusterProcedure:
 			adminServiceDescribeClusterHandler.ServeHTTP(w, r)
+		case AdminServiceGetMetadataProcedure:
+			adminServiceGetMetadataHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -357,4 +394,8 @@ func (UnimplementedAdminServiceHandler) DropTable(context.Context, *connect.Requ
 
 func (UnimplementedAdminServiceHandler) DescribeCluster(context.Context, *connect.Request[v1.DescribeClusterRequest]) (*connect.Response[v1.DescribeClusterResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strom.v1.AdminService.DescribeCluster is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) GetMetadata(context.Context, *connect.Request[v1.GetMetadataRequest]) (*connect.Response[v1.GetMetadataResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strom.v1.AdminService.GetMetadata is not implemented"))
 }
