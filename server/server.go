@@ -386,10 +386,11 @@ func (s *Server) Addr() string { return s.apiAddr }
 // ClusterID returns the id of the cluster the node belongs to.
 func (s *Server) ClusterID() string { return s.id.ClusterID }
 
-// Stop takes the node down cleanly: it stops taking requests, lets those in
-// flight finish (bounded by shutdown.timeout and ctx), drops its
-// registration, and closes the replicas and the metadata replica. Later
-// calls return the first call's result.
+// Stop takes the node down cleanly: it moves leadership of its buckets to
+// other nodes (controlledShutdown), stops taking requests, lets those in
+// flight finish, and closes the replicas and the metadata replica, all
+// bounded by shutdown.timeout and ctx. Later calls return the first call's
+// result.
 func (s *Server) Stop(ctx context.Context) error {
 	s.stopOnce.Do(func() { s.stopErr = s.stop(ctx) })
 	return s.stopErr
@@ -398,6 +399,7 @@ func (s *Server) Stop(ctx context.Context) error {
 func (s *Server) stop(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ShutdownTimeout)
 	defer cancel()
+	s.controlledShutdown(ctx)
 	s.ready.Store(false)
 	close(s.stopping)
 	var errs []error
@@ -411,15 +413,6 @@ func (s *Server) stop(ctx context.Context) error {
 	if s.zk != nil {
 		if err := s.zk.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("stop zookeeper shim: %w", err))
-		}
-	}
-	if s.heartbeatStop != nil {
-		s.heartbeatStop()
-		<-s.heartbeatDone
-	}
-	if id := s.session.Load(); id != 0 && s.meta != nil {
-		if err := s.meta.CloseSession(ctx, id); err != nil {
-			s.lg.Warn("could not close metadata session; it will expire", "err", err)
 		}
 	}
 	s.scanners.closeAll()

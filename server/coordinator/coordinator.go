@@ -29,14 +29,12 @@ var (
 
 // Meta is what the coordinator needs from the metadata node.
 type Meta interface {
-	catalog.Tree
+	WatchedTree
 	IsLeader() bool
 	Leader() (id, addr string)
 	Leadership() <-chan bool
 	Barrier(ctx context.Context) error
 	Multi(ctx context.Context, session int64, ops ...raftmeta.Op) ([]raftmeta.OpResult, error)
-	NewWatcher() *raftmeta.Watcher
-	AddWatch(path string, w *raftmeta.Watcher, mode raftmeta.WatchMode) error
 }
 
 // Config configures a Coordinator.

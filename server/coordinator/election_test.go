@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"strom/internal/metatest"
 	"strom/raftmeta"
@@ -269,5 +271,50 @@ func TestElect(t *testing.T) {
 				t.Fatalf("elect(%+v) = %+v, %v; want %+v, %v", tc.cur, got, changed, tc.want, tc.changed)
 			}
 		})
+	}
+}
+
+func TestControlledShutdownWaitsUntilLeadershipMoved(t *testing.T) {
+	meta := metatest.NewNode(t)
+	cfg := Config{NodeID: 1, ClusterID: "c1"}
+	first := New(withDefaults(t, cfg), meta)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); first.Run(ctx) }()
+	waitFor(t, "first coordinator in office", func() bool { return first.Epoch() > 0 })
+	sessions := registerServers(t, meta, 1, 2, 3)
+	createTable(t, first, "t", 6, 3, nil)
+	createTable(t, first, "solo", 3, 1, nil) // one bucket on each node, nowhere to move
+	cancel()
+	<-done
+
+	// Node 1 closes its session while no coordinator is in office: its
+	// two buckets of t must move, solo's bucket on it cannot.
+	closeSession(t, meta, sessions[1])
+	cat := catalog.New(meta)
+	left, err := LeadersToMove(cat, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 2 || !strings.HasPrefix(left[0], "db.t/") || !strings.HasPrefix(left[1], "db.t/") {
+		t.Fatalf("LeadersToMove(1) = %v, want node 1's two buckets of db.t (not db.solo's)", left)
+	}
+
+	waited := make(chan error, 1)
+	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer wcancel()
+	go func() { waited <- WaitLeadershipMoved(wctx, meta, 1) }()
+	startCoordinator(t, meta, cfg)
+	if err := <-waited; err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := cat.Table("db", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b, lisr := range tbl.LeaderISR {
+		if lisr.Leader == 1 || lisr.Leader < 0 {
+			t.Errorf("bucket %d: leader %d after the wait, want another live ISR member", b, lisr.Leader)
+		}
 	}
 }

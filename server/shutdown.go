@@ -1,0 +1,78 @@
+package server
+
+import (
+	"context"
+	"fmt"
+
+	"strom/server/coordinator"
+)
+
+// controlledShutdown moves leadership away from this node before it stops
+// serving (Kafka's and Fluss's controlled shutdown), with no RPC of its own:
+//
+//  1. it stops the heartbeat loop, which would otherwise register the node
+//     again;
+//  2. as the metadata leader it hands Raft leadership, and so the
+//     coordinator, to another voter;
+//  3. it closes its metadata session: its registration disappears at once,
+//     and the coordinator elects other leaders from the ISR for the buckets
+//     it led, as for a dead node;
+//  4. it waits, in its local metadata replica, until no bucket with another
+//     live in-sync replica names it as leader (coordinator.WaitLeadershipMoved).
+//     A bucket whose ISR is this node alone is not waited for: it goes
+//     offline until the node is back.
+//
+// The API serves throughout, answering NOT_LEADER_OR_FOLLOWER for the
+// buckets that moved. ctx (shutdown.timeout) bounds it; what it cannot do in
+// time is logged, and the stop goes on.
+func (s *Server) controlledShutdown(ctx context.Context) {
+	if s.heartbeatStop != nil {
+		s.heartbeatStop()
+		<-s.heartbeatDone
+	}
+	if s.meta == nil {
+		return
+	}
+	if err := s.transferMetadataLeadership(); err != nil {
+		s.lg.Warn("controlled shutdown: metadata leadership stays here; this node's coordinator moves the bucket leaders", "err", err)
+	}
+	id := s.session.Swap(0)
+	if id == 0 {
+		return // never registered
+	}
+	if err := s.meta.CloseSession(ctx, id); err != nil {
+		s.lg.Warn("controlled shutdown: could not close the metadata session; it will expire, and the coordinator move leaders then", "err", err)
+		return
+	}
+	if err := coordinator.WaitLeadershipMoved(ctx, s.meta, s.cfg.NodeID); err != nil {
+		s.lg.Warn("controlled shutdown: stopping with buckets still led here (shutdown.timeout)", "err", err)
+		return
+	}
+	s.lg.Info("controlled shutdown: bucket leadership moved to other nodes")
+}
+
+// transferMetadataLeadership hands Raft leadership to another voter when
+// this node leads the metadata group and has one.
+func (s *Server) transferMetadataLeadership() error {
+	if !s.meta.IsLeader() {
+		return nil
+	}
+	servers, err := s.meta.Servers()
+	if err != nil {
+		return err
+	}
+	others := 0
+	for _, srv := range servers {
+		if srv.Voter && !srv.Leader {
+			others++
+		}
+	}
+	if others == 0 {
+		return nil // a single voter: nobody to hand it to
+	}
+	if err := s.meta.Raft().LeadershipTransfer().Error(); err != nil {
+		return fmt.Errorf("raft leadership transfer: %w", err)
+	}
+	s.lg.Info("controlled shutdown: metadata leadership handed to another voter")
+	return nil
+}
