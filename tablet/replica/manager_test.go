@@ -386,3 +386,60 @@ func TestIdleWritersExpire(t *testing.T) {
 		return errors.Is(r.Log().CheckSequence(1, 1), log.ErrOutOfOrderSequence)
 	})
 }
+
+// setLeaderISR writes a bucket's leader_isr as the coordinator would.
+func setLeaderISR(t *testing.T, meta *raftmeta.Node, tb TableBucket, lisr catalog.LeaderAndISR) {
+	t.Helper()
+	if _, err := meta.Do(context.Background(), 0, catalog.SetLeaderISROp(tb.TableID, tb.Bucket, lisr)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The manager applies leader_isr changes: leader to follower wakes every
+// waiter, which fails with ErrNotLeader; follower to leader starts the new
+// epoch; a new epoch of the same leader (the changes between unseen) starts
+// too; offline refuses with no leader named.
+func TestRoleChangesApply(t *testing.T) {
+	meta := metatest.NewNode(t)
+	m := startManager(t, meta, t.TempDir())
+	id := createTable(t, meta, "t", 1, []int32{1, 2}) // leader 1 at epoch 3
+	tb := TableBucket{id, 0}
+	r := leadingReplica(t, m, tb)
+	r.gapWait = time.Hour // an early batch waits until something wakes it
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	// Waiting: an acks=-1 append (node 2 never fetches) and a writer's
+	// batch that came before its predecessor.
+	errs := make(chan error, 2)
+	go func() { _, err := r.Append(ctx, batch(1), -1); errs <- err }()
+	go func() { _, err := r.Append(ctx, writerBatch(7, 1), 1); errs <- err }()
+	waitFor(t, "the early batch waiting", func() bool { return r.waitingBatches() == 1 })
+	waitFor(t, "the acks=-1 append in the log", func() bool { return r.Log().LogEndOffset() == 1 })
+
+	setLeaderISR(t, meta, tb, catalog.LeaderAndISR{Leader: 2, LeaderEpoch: 4, ISR: []int32{1, 2}})
+	for range 2 {
+		if err := <-errs; !errors.Is(err, ErrNotLeader) {
+			t.Fatalf("waiter after losing leadership: %v, want ErrNotLeader", err)
+		}
+	}
+	if _, err := r.Append(ctx, batch(1), 1); !errors.Is(err, ErrNotLeader) || !strings.Contains(err.Error(), "node 2") {
+		t.Fatalf("append as follower: %v, want ErrNotLeader naming node 2", err)
+	}
+
+	setLeaderISR(t, meta, tb, catalog.LeaderAndISR{Leader: 1, LeaderEpoch: 6, ISR: []int32{1}})
+	waitFor(t, "leading at epoch 6", func() bool { return r.IsLeader() && r.Log().LatestEpoch() == 6 })
+	if _, err := r.Append(ctx, batch(1), -1); err != nil {
+		t.Fatalf("acks=-1 as sole ISR member: %v", err)
+	}
+
+	// Epoch 6 → 9 straight (7 and 8 unseen): epoch 9 starts in the log.
+	setLeaderISR(t, meta, tb, catalog.LeaderAndISR{Leader: 1, LeaderEpoch: 9, ISR: []int32{1}})
+	waitFor(t, "epoch 9 in the log's epoch cache", func() bool { return r.Log().LatestEpoch() == 9 })
+
+	setLeaderISR(t, meta, tb, catalog.LeaderAndISR{Leader: -1, LeaderEpoch: 10, ISR: []int32{1}})
+	waitFor(t, "offline", func() bool { return !r.IsLeader() })
+	if _, err := r.Append(ctx, batch(1), 1); !errors.Is(err, ErrNotLeader) || !strings.Contains(err.Error(), "no leader") {
+		t.Fatalf("append to an offline bucket: %v, want ErrNotLeader saying it has no leader", err)
+	}
+}

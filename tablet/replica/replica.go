@@ -98,16 +98,23 @@ func (r *Replica) TableBucket() TableBucket { return r.tb }
 func (r *Replica) Log() *log.Tablet { return r.log }
 
 // setLeaderAndISR applies a leader_isr znode: the replica becomes leader or
-// follower at the given epoch.
+// follower at the given epoch, or neither (leader -1: the bucket is
+// offline). A new leader epoch of this node starts in the log's epoch cache
+// even when the node led before: the manager may not have seen the changes
+// in between (a reconcile reads the latest leader_isr only). Everyone
+// waiting on the replica wakes up to see the change: acks=-1 appends
+// (which fail with ErrNotLeader once the node no longer leads) and batches
+// waiting for their writer's earlier ones.
 func (r *Replica) setLeaderAndISR(leader, epoch int32, isr []int32) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.mu.leader == leader && r.mu.leaderEpoch == epoch && slices.Equal(r.mu.isr, isr) {
 		return nil
 	}
-	wasLeader := r.mu.leader == r.nodeID
+	wasLeader, oldEpoch := r.mu.leader == r.nodeID, r.mu.leaderEpoch
 	r.mu.leader, r.mu.leaderEpoch, r.mu.isr = leader, epoch, slices.Clone(isr)
-	if leader == r.nodeID && !wasLeader {
+	switch {
+	case leader == r.nodeID && (!wasLeader || epoch != oldEpoch):
 		if err := r.log.AssignEpoch(epoch, r.log.LogEndOffset()); err != nil {
 			return fmt.Errorf("bucket %s: start leader epoch %d: %w", r.tb, epoch, err)
 		}
@@ -115,10 +122,23 @@ func (r *Replica) setLeaderAndISR(leader, epoch int32, isr []int32) error {
 			r.kv.BecomeLeader(epoch)
 		}
 		r.lg.Info("became leader", "epoch", epoch)
+	case wasLeader && leader != r.nodeID:
+		r.lg.Info("no longer leader", "leader", leader, "epoch", epoch)
 	}
 	err := r.maybeAdvanceLocked()
 	r.wakeLocked()
+	close(r.mu.appended)
+	r.mu.appended = make(chan struct{})
 	return err
+}
+
+// notLeaderLocked is the error of a call that needs the leader, naming the
+// leader if there is one.
+func (r *Replica) notLeaderLocked() error {
+	if r.mu.leader < 0 {
+		return fmt.Errorf("bucket %s: %w (the bucket has no leader: no in-sync replica is alive)", r.tb, ErrNotLeader)
+	}
+	return fmt.Errorf("bucket %s: %w (leader is node %d)", r.tb, ErrNotLeader, r.mu.leader)
 }
 
 // maybeAdvanceLocked moves the high watermark to the log end when the
@@ -203,12 +223,20 @@ func (r *Replica) write(ctx context.Context, acks int, appendFn func(epoch int32
 	for {
 		r.mu.Lock()
 		hw, wait, closed := r.log.HighWatermark(), r.mu.advanced, r.mu.closed
-		r.mu.Unlock()
-		if hw > info.LastOffset {
-			return info, nil
+		var notLeader error
+		if r.mu.leader != r.nodeID {
+			notLeader = r.notLeaderLocked()
 		}
-		if closed {
+		r.mu.Unlock()
+		switch {
+		case hw > info.LastOffset:
+			return info, nil
+		case closed:
 			return info, ErrClosed
+		case notLeader != nil:
+			// As Kafka's delayed produce: the new leader may or may
+			// not have the batch; the writer sends it again.
+			return info, notLeader
 		}
 		select {
 		case <-wait:
@@ -234,7 +262,7 @@ func (r *Replica) appendInOrder(ctx context.Context, appendFn func(epoch int32) 
 			return log.AppendInfo{}, ErrClosed
 		}
 		if r.mu.leader != r.nodeID {
-			return log.AppendInfo{}, fmt.Errorf("bucket %s: %w (leader is node %d)", r.tb, ErrNotLeader, r.mu.leader)
+			return log.AppendInfo{}, r.notLeaderLocked()
 		}
 		info, err := appendFn(r.mu.leaderEpoch)
 		if err == nil {
@@ -281,7 +309,7 @@ func (r *Replica) KV() (*kv.Tablet, error) {
 	case r.kv == nil:
 		return nil, fmt.Errorf("bucket %s: %w", r.tb, ErrNotKV)
 	case r.mu.leader != r.nodeID:
-		return nil, fmt.Errorf("bucket %s: %w (leader is node %d)", r.tb, ErrNotLeader, r.mu.leader)
+		return nil, r.notLeaderLocked()
 	}
 	return r.kv, nil
 }
