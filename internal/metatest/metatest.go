@@ -5,7 +5,9 @@ package metatest
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,28 +21,60 @@ import (
 // closed when the test ends.
 func NewNode(t testing.TB) *raftmeta.Node {
 	t.Helper()
-	cfg := raftmeta.DefaultConfig()
-	cfg.NodeID = "1"
-	cfg.Dir = t.TempDir()
-	cfg.Bootstrap = true
-	cfg.Logger = Logger(t)
-	cfg.HeartbeatTimeout = 100 * time.Millisecond
-	cfg.ElectionTimeout = 100 * time.Millisecond
-	cfg.LeaderLeaseTimeout = 100 * time.Millisecond
-	cfg.CommitTimeout = 5 * time.Millisecond
-	_, trans := raft.NewInmemTransport(raft.ServerAddress("node1:7001"))
-	cfg.AdvertiseAddr = string(trans.LocalAddr())
-	n, err := raftmeta.OpenWith(cfg, trans, raft.NewInmemStore(), raft.NewInmemStore(), raft.NewInmemSnapshotStore())
-	if err != nil {
-		t.Fatal(err)
+	return NewGroup(t, 1)[0]
+}
+
+// NewGroup returns a metadata group of size voters, ids "1".."size", on one
+// in-memory network, each node knowing the leader. Close a node to kill it;
+// the others are closed when the test ends.
+func NewGroup(t testing.TB, size int) []*raftmeta.Node {
+	t.Helper()
+	nodes := make([]*raftmeta.Node, size)
+	trans := make([]*raft.InmemTransport, size)
+	for i := range size {
+		_, trans[i] = raft.NewInmemTransport(raft.ServerAddress(fmt.Sprintf("node%d:7001", i+1)))
 	}
-	t.Cleanup(func() { _ = n.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	for i := range size {
+		for j := range size {
+			if i != j {
+				trans[i].Connect(trans[j].LocalAddr(), trans[j])
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := n.WaitLeader(ctx); err != nil {
-		t.Fatal(err)
+	for i := range size {
+		cfg := raftmeta.DefaultConfig()
+		cfg.NodeID = strconv.Itoa(i + 1)
+		cfg.Dir = t.TempDir()
+		cfg.Bootstrap = i == 0
+		cfg.Logger = Logger(t).With("node", cfg.NodeID)
+		cfg.HeartbeatTimeout = 100 * time.Millisecond
+		cfg.ElectionTimeout = 100 * time.Millisecond
+		cfg.LeaderLeaseTimeout = 100 * time.Millisecond
+		cfg.CommitTimeout = 5 * time.Millisecond
+		cfg.SessionCheckInterval = 20 * time.Millisecond
+		cfg.AdvertiseAddr = string(trans[i].LocalAddr())
+		n, err := raftmeta.OpenWith(cfg, trans[i], raft.NewInmemStore(), raft.NewInmemStore(), raft.NewInmemSnapshotStore())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = n.Close() })
+		nodes[i] = n
+		if i == 0 {
+			if err := n.WaitLeader(ctx); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := nodes[0].AddVoter(ctx, cfg.NodeID, cfg.AdvertiseAddr); err != nil {
+			t.Fatal(err)
+		}
 	}
-	return n
+	for _, n := range nodes {
+		if err := n.WaitLeader(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return nodes
 }
 
 // Logger writes through t.Log, so logs sit with the test that made them.

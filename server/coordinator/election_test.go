@@ -318,3 +318,80 @@ func TestControlledShutdownWaitsUntilLeadershipMoved(t *testing.T) {
 		}
 	}
 }
+
+// Three metadata nodes, a coordinator on each. The Raft leader's node dies
+// with the metadata leader: a coordinator takes office on another node,
+// the dead node's registration expires (the new leader grants its session
+// a full timeout first), and its buckets get new leaders from the ISR.
+func TestCoordinatorFailoverElectsForTheDeadNode(t *testing.T) {
+	group := metatest.NewGroup(t, 3)
+	coords := make([]*Coordinator, len(group))
+	for i, n := range group {
+		coords[i] = New(withDefaults(t, Config{NodeID: int32(i + 1), ClusterID: "c1"}), n)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); coords[i].Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+	}
+	li := slices.IndexFunc(group, func(n *raftmeta.Node) bool { return n.IsLeader() })
+	if li < 0 {
+		t.Fatal("no metadata leader")
+	}
+	leader, dead := group[li], int32(li+1)
+	waitFor(t, "coordinator in office on the leader", func() bool { return coords[li].Epoch() > 0 })
+	oldEpoch := coords[li].Epoch()
+
+	// Tablet server i+1 lives on metadata node i; the leader's keeps its
+	// short session alive until the node dies.
+	ctx := context.Background()
+	for id := int32(1); id <= 3; id++ {
+		timeout := time.Minute
+		if id == dead {
+			timeout = time.Second
+		}
+		sess, err := leader.CreateSession(ctx, timeout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := leader.Do(ctx, sess.ID, catalog.RegisterTabletServerOp(id, catalog.TabletServerRegistration{Listeners: "CLIENT://x:1"})); err != nil {
+			t.Fatal(err)
+		}
+		if id == dead {
+			stop := make(chan struct{})
+			defer close(stop)
+			go func() {
+				tick := time.NewTicker(100 * time.Millisecond)
+				defer tick.Stop()
+				for {
+					select {
+					case <-stop:
+						return
+					case <-tick.C:
+						leader.Touch(sess.ID)
+					}
+				}
+			}()
+		}
+	}
+	before := createTable(t, coords[li], "t", 6, 3, nil)
+	if err := leader.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	var next int
+	waitFor(t, "a coordinator in office on another node", func() bool {
+		next = slices.IndexFunc(coords, func(c *Coordinator) bool { return c.Epoch() > oldEpoch })
+		return next >= 0
+	})
+	after := waitLeaders(t, group[next], "t", "the dead node out of every ISR", func(_ []int32, lisr catalog.LeaderAndISR) bool {
+		return !slices.Contains(lisr.ISR, dead)
+	})
+	for b, lisr := range after.LeaderISR {
+		if lisr.Leader < 0 || lisr.Leader == dead || lisr.CoordinatorEpoch != coords[next].Epoch() {
+			t.Errorf("bucket %d: %+v, want a live leader written by the new coordinator (epoch %d)", b, lisr, coords[next].Epoch())
+		}
+		if was := before.LeaderISR[b]; was.Leader == dead && lisr.LeaderEpoch != was.LeaderEpoch+1 {
+			t.Errorf("bucket %d: leader epoch %d, want %d", b, lisr.LeaderEpoch, was.LeaderEpoch+1)
+		}
+	}
+}
