@@ -5,8 +5,9 @@
 #   scripts/zkdiff.sh [SCENARIO...]     (default: every scenario of scripts/zkdiff/ZkDiff.java)
 #
 # scripts/zkdiff/ZkDiff.java runs a fixed list of scenarios (every opcode go-zookeeper lacks
-# through the Java client API; CuratorCache, LeaderLatch, LeaderSelector, InterProcessMutex,
-# PersistentNode, SharedCount) against one connect string and prints a normalized transcript:
+# through the Java client API; reconnects with setWatches2, session takeover and expiry;
+# CuratorCache, LeaderLatch, LeaderSelector, InterProcessMutex, PersistentNode, SharedCount)
+# against one connect string and prints a normalized transcript:
 # one line per reply or event, zxids and session ids replaced by symbols in order of first
 # appearance. This script runs it against the real ZooKeeper (STROM_ZK_ADDR when set, else a
 # private one from scripts/zookeeper.sh, stopped at exit), then against a Strom node started with
@@ -18,7 +19,8 @@
 # scripts/zkdiff/pom.xml's dependencies (zookeeper 3.8 and curator-recipes 5, 12 MB, ~5 s once)
 # and javac compiles ZkDiff.java when it or the pom changes. Needs Java 11+, javac, mvn, and for
 # a private ZooKeeper Debian's zookeeper package (scripts/zookeeper.sh installs it).
-# Time (2-core box, 2026-12-01): ~10 s per transcript, ~25 s in all once installed.
+# Time (2-core box, 2026-12-01): ~18 s per transcript (a session left to expire takes ~6 s),
+# ~40 s in all once installed, go build included.
 set -Eeuo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

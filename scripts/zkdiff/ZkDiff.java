@@ -228,8 +228,13 @@ public final class ZkDiff {
         ZooKeeper zk;
 
         Client(String name) throws Exception {
+            this(name, connect, SESSION_MS);
+        }
+
+        /** A client of a new session on addr (the server, or a Proxy in front of it). */
+        Client(String name, String addr, int sessionMs) throws Exception {
             this.name = name;
-            zk = new ZooKeeper(connect, SESSION_MS, this);
+            zk = new ZooKeeper(addr, sessionMs, this);
             expectState(Watcher.Event.KeeperState.SyncConnected);
             closers.add(zk::close);
         }
@@ -284,7 +289,11 @@ public final class ZkDiff {
     }
 
     static CuratorFramework curator() {
-        CuratorFramework c = CuratorFrameworkFactory.builder().connectString(connect).sessionTimeoutMs(SESSION_MS)
+        return curator(connect);
+    }
+
+    static CuratorFramework curator(String addr) {
+        CuratorFramework c = CuratorFrameworkFactory.builder().connectString(addr).sessionTimeoutMs(SESSION_MS)
                 .connectionTimeoutMs(5000).retryPolicy(new RetryNTimes(100, 100)).build();
         c.start();
         closers.add(c::close);
@@ -318,6 +327,90 @@ public final class ZkDiff {
                 s(zk.getSessionId()), len, proto, timeout, s(sid)));
         in.skipBytes(len - 16);
         return sock;
+    }
+
+    /**
+     * Proxy is a loopback TCP proxy in front of the server: cut closes every connection through
+     * it and, while refusing, closes new ones at once, so a test decides when a client can
+     * reconnect (what it missed meanwhile comes back through setWatches2, or its session
+     * expires).
+     */
+    static final class Proxy implements AutoCloseable {
+        final java.net.ServerSocket ss;
+        final List<Socket> open = new ArrayList<>();
+        volatile boolean refusing;
+
+        Proxy() throws Exception {
+            ss = new java.net.ServerSocket(0, 50, java.net.InetAddress.getLoopbackAddress());
+            closers.add(this);
+            Thread t = new Thread(this::accept, "proxy");
+            t.setDaemon(true);
+            t.start();
+        }
+
+        String addr() {
+            return "127.0.0.1:" + ss.getLocalPort();
+        }
+
+        void accept() {
+            String[] hp = connect.split(",")[0].split(":");
+            while (!ss.isClosed()) {
+                try {
+                    Socket in = ss.accept();
+                    if (refusing) {
+                        in.close();
+                        continue;
+                    }
+                    Socket up = new Socket(hp[0], Integer.parseInt(hp[1]));
+                    synchronized (open) {
+                        open.add(in);
+                        open.add(up);
+                    }
+                    pump(in, up);
+                    pump(up, in);
+                } catch (Exception e) {
+                    // closed, or the server refused: the client retries
+                }
+            }
+        }
+
+        static void pump(Socket from, Socket to) {
+            Thread t = new Thread(() -> {
+                byte[] buf = new byte[8192];
+                try {
+                    for (int n; (n = from.getInputStream().read(buf)) >= 0; ) {
+                        to.getOutputStream().write(buf, 0, n);
+                    }
+                } catch (Exception e) {
+                    // either side closed
+                }
+                try {
+                    from.close();
+                    to.close();
+                } catch (Exception e) {
+                    // already closed
+                }
+            }, "pump");
+            t.setDaemon(true);
+            t.start();
+        }
+
+        /** cut closes every connection; refuse says whether new ones are closed too. */
+        void cut(boolean refuse) throws Exception {
+            refusing = refuse;
+            synchronized (open) {
+                for (Socket sock : open) {
+                    sock.close();
+                }
+                open.clear();
+            }
+        }
+
+        @Override
+        public void close() throws Exception {
+            ss.close();
+            cut(true);
+        }
     }
 
     // --- scenarios ---------------------------------------------------------------------------
@@ -585,24 +678,114 @@ public final class ZkDiff {
         a.drain();
     }
 
-    /** expire: a client of A's session closes it; A learns that its session expired. */
+    /**
+     * expire: while A is cut off (so it cannot take its session back in between), a client of
+     * A's session closes it; B sees A's ephemeral go, and A, back, learns its session expired.
+     */
     static void expire() throws Exception {
-        Client a = new Client("A");
+        Proxy px = new Proxy();
+        Client a = new Client("A", px.addr(), SESSION_MS);
         Client b = new Client("B");
         b.zk.create(p("/ex"), b(""), OPEN, CreateMode.PERSISTENT);
         op("A create /ex/e ephemeral", () -> a.zk.create(p("/ex/e"), b(""), OPEN, CreateMode.EPHEMERAL));
         op("B exists /ex/e watch", () -> b.zk.exists(p("/ex/e"), true));
+        px.cut(true);
+        a.expectState(Watcher.Event.KeeperState.Disconnected);
         Client c = new Client("C", a);
         c.expectState(Watcher.Event.KeeperState.SyncConnected);
         op("C (A's session) close", () -> {
             c.zk.close();
             return "ok";
         });
-        // A may reconnect in between (the server closed its connection); only the end is compared.
-        await("A Expired", () -> a.states.contains(Watcher.Event.KeeperState.Expired));
-        out("  A state Expired");
         op("B exists /ex/e", () -> b.zk.exists(p("/ex/e"), false));
         b.drain();
+        px.refusing = false;
+        a.expectState(Watcher.Event.KeeperState.Expired);
+        out("  A state Expired");
+    }
+
+    /**
+     * reconnect-stale: A is cut off while B changes what A watches; when A reconnects, its
+     * setWatches2 (relative to the last zxid A saw) brings the events it missed, and its
+     * persistent watches go on.
+     */
+    static void reconnectStale() throws Exception {
+        Proxy px = new Proxy();
+        Client a = new Client("A", px.addr(), SESSION_MS);
+        Client b = new Client("B");
+        b.zk.create(p("/st"), b(""), OPEN, CreateMode.PERSISTENT);
+        for (String n : new String[] {"/st/d", "/st/gone", "/st/same", "/st/r"}) {
+            b.zk.create(p(n), b(""), OPEN, CreateMode.PERSISTENT);
+        }
+        op("A getData /st/d watch", () -> a.zk.getData(p("/st/d"), true, null));
+        op("A getData /st/gone watch", () -> a.zk.getData(p("/st/gone"), true, null));
+        op("A getData /st/same watch", () -> a.zk.getData(p("/st/same"), true, null));
+        op("A exists /st/x watch", () -> a.zk.exists(p("/st/x"), true));
+        op("A exists /st/never watch", () -> a.zk.exists(p("/st/never"), true));
+        op("A getChildren /st watch", () -> a.zk.getChildren(p("/st"), true));
+        op("A addWatch /st/p PERSISTENT", () -> {
+            a.zk.addWatch(p("/st/p"), AddWatchMode.PERSISTENT);
+            return "ok";
+        });
+        op("A addWatch /st/r PERSISTENT_RECURSIVE", () -> {
+            a.zk.addWatch(p("/st/r"), AddWatchMode.PERSISTENT_RECURSIVE);
+            return "ok";
+        });
+        a.drain();
+        px.cut(true);
+        a.expectState(Watcher.Event.KeeperState.Disconnected);
+        op("B setData /st/d", () -> b.zk.setData(p("/st/d"), b("1"), -1));
+        op("B delete /st/gone", () -> {
+            b.zk.delete(p("/st/gone"), -1);
+            return "ok";
+        });
+        op("B create /st/x", () -> b.zk.create(p("/st/x"), b(""), OPEN, CreateMode.PERSISTENT));
+        op("B create /st/p (missed: persistent watches get no catch-up event)",
+                () -> b.zk.create(p("/st/p"), b(""), OPEN, CreateMode.PERSISTENT));
+        op("B create /st/r/c (missed)", () -> b.zk.create(p("/st/r/c"), b(""), OPEN, CreateMode.PERSISTENT));
+        px.refusing = false;
+        a.expectState(Watcher.Event.KeeperState.SyncConnected);
+        a.drain();
+        op("B setData /st/p", () -> b.zk.setData(p("/st/p"), b("2"), -1));
+        op("B setData /st/r/c", () -> b.zk.setData(p("/st/r/c"), b("2"), -1));
+        op("B setData /st/same", () -> b.zk.setData(p("/st/same"), b("2"), -1));
+        a.drain();
+    }
+
+    /**
+     * expire-timeout: A is cut off and stays away past its session timeout; the server expires
+     * the session (B sees A's ephemeral go) and A, back, learns it expired.
+     */
+    static void expireTimeout() throws Exception {
+        Proxy px = new Proxy();
+        Client a = new Client("A", px.addr(), 4000);
+        Client b = new Client("B");
+        op("A session timeout", a.zk::getSessionTimeout);
+        b.zk.create(p("/et"), b(""), OPEN, CreateMode.PERSISTENT);
+        op("A create /et/e ephemeral", () -> a.zk.create(p("/et/e"), b(""), OPEN, CreateMode.EPHEMERAL));
+        op("B exists /et/e watch", () -> b.zk.exists(p("/et/e"), true));
+        px.cut(true);
+        a.expectState(Watcher.Event.KeeperState.Disconnected);
+        await("the server expires A's session", () -> {
+            try {
+                return b.zk.exists(p("/et/e"), false) == null;
+            } catch (Exception e) {
+                return false;
+            }
+        });
+        b.drain();
+        px.refusing = false;
+        a.expectState(Watcher.Event.KeeperState.Expired);
+        out("  A state Expired");
+        op("A exists /et (a closed handle)", () -> a.zk.exists(p("/et"), false));
+    }
+
+    static void timeouts() throws Exception {
+        for (int ms : new int[] {1000, 4000, 10000, 40000, 100000}) {
+            Client c = new Client("T" + ms, connect, ms);
+            out("  requested " + ms + " ms -> negotiated " + c.zk.getSessionTimeout() + " ms");
+            c.zk.close();
+        }
     }
 
     static void curatorCache() throws Exception {
@@ -805,7 +988,8 @@ public final class ZkDiff {
     }
 
     static void persistentNode() throws Exception {
-        CuratorFramework owner = curator();
+        Proxy px = new Proxy();
+        CuratorFramework owner = curator(px.addr());
         CuratorFramework other = curator();
         owner.blockUntilConnected();
         ZooKeeper before = owner.getZookeeperClient().getZooKeeper();
@@ -816,12 +1000,25 @@ public final class ZkDiff {
         Stat st = new Stat();
         op("getData /pn/node", () -> fmt(other.getData().storingStatIn(st).forPath(p("/pn/node"))) + " " + stat(st));
         op("owner is the owner's session", () -> st.getEphemeralOwner() == before.getSessionId());
-        // expire the owner's session: a client of the same session closes it
-        ZooKeeper dup = new ZooKeeper(connect, SESSION_MS, e -> { }, before.getSessionId(), before.getSessionPasswd());
+        // expire the owner's session: cut the owner off (so it cannot take its session back in
+        // between) and close the session from a second client with its id and password
+        px.cut(true);
+        CountDownLatch dupUp = new CountDownLatch(1);
+        ZooKeeper dup = new ZooKeeper(connect, SESSION_MS, e -> {
+            if (e.getState() == Watcher.Event.KeeperState.SyncConnected) {
+                dupUp.countDown();
+            }
+        }, before.getSessionId(), before.getSessionPasswd());
+        closers.add(dup::close);
         op("close the owner's session from a second client", () -> {
+            if (!dupUp.await(WAIT_MS, TimeUnit.MILLISECONDS)) {
+                throw new Timeout("the second client connected");
+            }
             dup.close();
             return "ok";
         });
+        op("exists /pn/node", () -> other.checkExists().forPath(p("/pn/node")));
+        px.refusing = false;
         await("the node recreated by a new session", () -> {
             try {
                 Stat now = other.checkExists().forPath(p("/pn/node"));
@@ -896,7 +1093,10 @@ public final class ZkDiff {
         all.put("persistent-watches", ZkDiff::persistentWatches);
         all.put("remove-watches", ZkDiff::removeWatches);
         all.put("reconnect", ZkDiff::reconnect);
+        all.put("reconnect-stale", ZkDiff::reconnectStale);
         all.put("expire", ZkDiff::expire);
+        all.put("expire-timeout", ZkDiff::expireTimeout);
+        all.put("timeouts", ZkDiff::timeouts);
         all.put("curator-cache", ZkDiff::curatorCache);
         all.put("leader-latch", ZkDiff::leaderLatch);
         all.put("leader-selector", ZkDiff::leaderSelector);
