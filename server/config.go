@@ -13,6 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"strom/raftmeta/membership"
 	"strom/record"
 )
 
@@ -84,6 +85,9 @@ type Config struct {
 	// Consul's reconnect_timeout, default 72h). A removed node that comes
 	// back is added again as a non-voter.
 	DeadNodeCleanup time.Duration
+	// GossipTimings are the gossip's intervals (zero: memberlist's LAN
+	// defaults). Not a key: tests shorten them (membership.LocalTimings).
+	GossipTimings membership.Timings
 	// ClusterSecret is the secret every node of the cluster shares, the
 	// base64 of 32 random bytes (cluster.secret, env STROM_CLUSTER_SECRET;
 	// no flag, to keep it out of process listings; `openssl rand -base64
@@ -575,7 +579,7 @@ func (c Config) Validate() error {
 	if c.Listen != "" && c.Listen == c.RaftListen {
 		bad("raft.listen", "must differ from api.listen (both are %q)", c.Listen)
 	}
-	if c.GossipListen != "" && (c.GossipListen == c.Listen || c.GossipListen == c.RaftListen) {
+	if fixed := !strings.HasSuffix(c.GossipListen, ":0"); fixed && (c.GossipListen == c.Listen || c.GossipListen == c.RaftListen) {
 		bad("gossip.listen", "must differ from api.listen and raft.listen (it is %q)", c.GossipListen)
 	}
 	for _, a := range c.Join {

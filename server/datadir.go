@@ -23,20 +23,27 @@ type identity struct {
 	Version   int    `json:"version"`
 	ClusterID string `json:"cluster_id"`
 	NodeID    int32  `json:"node_id"`
+	// fresh: nothing is recorded yet. ClusterID is then only a candidate,
+	// the id the cluster gets if this node's coordinator creates it; the
+	// node records the metadata group's id once it has joined it
+	// (saveIdentity).
+	fresh bool
 }
 
-// loadIdentity returns the identity recorded in dir, creating it (with a new
-// cluster id unless clusterID is set) on first start. It refuses a directory
-// recorded for another node id, or another cluster id when clusterID is set.
+// loadIdentity returns the identity recorded in dir. A directory with none
+// gets a fresh identity (a new candidate cluster id, or clusterID when
+// set), recorded only once the node has joined a cluster. It refuses a
+// directory recorded for another node id, or another cluster id when
+// clusterID is set.
 func loadIdentity(dir string, nodeID int32, clusterID string) (identity, error) {
 	path := filepath.Join(dir, identityFile)
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		id := identity{Version: 1, ClusterID: clusterID, NodeID: nodeID}
+		id := identity{Version: 1, ClusterID: clusterID, NodeID: nodeID, fresh: true}
 		if id.ClusterID == "" {
 			id.ClusterID = newClusterID()
 		}
-		return id, writeFileAtomic(path, mustJSON(id), 0o644)
+		return id, nil
 	}
 	if err != nil {
 		return identity{}, fmt.Errorf("read %s: %w", path, err)
@@ -54,6 +61,11 @@ func loadIdentity(dir string, nodeID int32, clusterID string) (identity, error) 
 			ErrIdentityMismatch, dir, id.ClusterID, clusterID)
 	}
 	return id, nil
+}
+
+// saveIdentity records id in dir (node.json).
+func saveIdentity(dir string, id identity) error {
+	return writeFileAtomic(filepath.Join(dir, identityFile), mustJSON(id), 0o644)
 }
 
 // secretFile names the file in the data directory that holds the cluster

@@ -28,6 +28,7 @@ import (
 	"strom/internal/netlimit"
 	"strom/raftmeta"
 	"strom/raftmeta/catalog"
+	"strom/raftmeta/membership"
 	"strom/raftmeta/zkwire"
 	"strom/rpc"
 	"strom/rpc/gen/strom/v1/stromv1connect"
@@ -63,6 +64,12 @@ type Server struct {
 	apiAddr string // advertised API address
 	http    *http.Server
 	zk      *zkwire.Server // nil unless zookeeper.listen is set
+
+	// members is the node's gossip membership; nil without gossip (a
+	// single node whose gossip port was taken). failures queues the nodes
+	// gossip declared dead (cluster.go).
+	members  atomic.Pointer[membership.Membership]
+	failures chan int32
 
 	ready   atomic.Bool
 	session atomic.Int64 // the node's metadata session, 0 before registration
@@ -148,11 +155,19 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 	mcfg.Dir = filepath.Join(cfg.DataDir, "raft")
 	mcfg.BindAddr = cfg.RaftListen
 	mcfg.AdvertiseAddr = advertised(cfg.RaftListen, cfg.RaftAdvertise)
-	mcfg.Bootstrap = true
 	mcfg.Logger = s.lg
+	// The group is bootstrapped (or joined) through the gossip, in
+	// register; the leader's autopilot follows the gossip's view.
+	mcfg.Autopilot = raftmeta.AutopilotConfig{
+		Peers:             s.peers,
+		Voters:            cfg.RaftVoters,
+		StabilizationTime: cfg.ServerStabilizationTime,
+		DeadVoterGrace:    cfg.DeadVoterGrace,
+		DeadNodeCleanup:   cfg.DeadNodeCleanup,
+	}
 	// A follower forwards metadata writes and session heartbeats to the
-	// leader's API port, found in the leader's registration, signed with
-	// the cluster secret.
+	// leader's API port, found in the gossip or the leader's registration,
+	// signed with the cluster secret.
 	mcfg.ForwardAddr = s.apiAddrOf
 	mcfg.ForwardSecret = secret
 	// Writes under /strom are the coordinator's, fenced by its epoch, or a
@@ -162,6 +177,14 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 		return fmt.Errorf("open metadata replica: %w", err)
 	}
 	s.cat = catalog.New(s.meta)
+	if err := s.startMembership(secret); err != nil {
+		return err
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.expireFailed(runCtx)
+	}()
 	s.tables = newTableCache(s.cat, s.meta.LastZxid)
 	s.coord = coordinator.New(coordinator.Config{
 		NodeID:                   cfg.NodeID,
@@ -255,10 +278,14 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 	return nil
 }
 
-// register waits for the metadata group and the coordinator, checks that the
-// cluster is the one the data directory belongs to, and registers this node
-// as a live tablet server under a new metadata session.
+// register joins or bootstraps the metadata group, waits for its leader and
+// the coordinator, checks that the cluster is the one the data directory
+// belongs to (a fresh node adopts it), and registers this node as a live
+// tablet server under a new metadata session.
 func (s *Server) register(ctx context.Context) error {
+	if err := s.joinMetadataGroup(ctx); err != nil {
+		return err
+	}
 	if err := s.meta.WaitLeader(ctx); err != nil {
 		return fmt.Errorf("wait for a metadata leader: %w", err)
 	}
@@ -283,6 +310,11 @@ func (s *Server) tryRegister(ctx context.Context) error {
 	}
 	if clusterID == "" {
 		return errors.New("the coordinator has not initialized the cluster yet")
+	}
+	if s.id.fresh {
+		if err := s.adoptClusterID(clusterID); err != nil {
+			return err
+		}
 	}
 	if clusterID != s.id.ClusterID {
 		return fmt.Errorf("%w: %s belongs to cluster %s, but the metadata group is cluster %s",
@@ -363,8 +395,12 @@ func (s *Server) heartbeat(ctx context.Context) {
 }
 
 // apiAddrOf returns the API address of a node (by its metadata id), from
-// its registration, or "" when unknown.
+// the gossip (so a node not registered yet can forward its registration),
+// else from its registration, or "" when unknown.
 func (s *Server) apiAddrOf(nodeID string) string {
+	if a := s.gossipAPIAddr(nodeID); a != "" {
+		return a
+	}
 	if s.cat == nil {
 		return ""
 	}
@@ -420,6 +456,11 @@ func (s *Server) stop(ctx context.Context) error {
 	s.wg.Wait()
 	if s.kvCache != nil {
 		s.kvCache.Unref() // the KV tablets took their own references
+	}
+	if m := s.members.Load(); m != nil {
+		if err := m.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("stop gossip: %w", err))
+		}
 	}
 	if s.meta != nil {
 		if err := s.meta.Close(); err != nil {

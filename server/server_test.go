@@ -16,6 +16,7 @@ import (
 	"connectrpc.com/connect"
 	"connectrpc.com/grpcreflect"
 
+	"strom/raftmeta/membership"
 	stromv1 "strom/rpc/gen/strom/v1"
 	"strom/rpc/gen/strom/v1/stromv1connect"
 )
@@ -38,6 +39,8 @@ func testConfig(t testing.TB, dir string) Config {
 	cfg.DataDir = dir
 	cfg.Listen = "127.0.0.1:0"
 	cfg.RaftListen = freeAddr(t)
+	cfg.GossipListen = "127.0.0.1:0"
+	cfg.GossipTimings = membership.LocalTimings()
 	cfg.ShutdownTimeout = 10 * time.Second
 	return cfg
 }

@@ -150,8 +150,13 @@ type Membership struct {
 		sync.Mutex
 		self    Meta
 		members map[string]Member // by memberlist name (the node id)
+		// mismatch is the last merge refused for another cluster id:
+		// memberlist's Join flattens its delegate's error to text.
+		mismatch error
 	}
 	joined   chan struct{} // closed once a join succeeded (or none needed)
+	refused  chan struct{} // closed when a join was refused for good
+	joinErr  error         // why, set before refused is closed
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	closeErr error
@@ -169,7 +174,7 @@ func Start(cfg Config) (*Membership, error) {
 		lg = slog.New(slog.DiscardHandler)
 	}
 	lg = lg.With("component", "membership")
-	m := &Membership{cfg: cfg, lg: lg, joined: make(chan struct{}), stop: make(chan struct{})}
+	m := &Membership{cfg: cfg, lg: lg, joined: make(chan struct{}), refused: make(chan struct{}), stop: make(chan struct{})}
 	m.mu.members = make(map[string]Member)
 
 	host, portText, err := net.SplitHostPort(cfg.BindAddr)
@@ -285,15 +290,30 @@ func (m *Membership) retryJoin(peers []string) {
 		most = 10 * time.Second
 	}
 	for attempt := 1; ; attempt++ {
+		m.mu.Lock()
+		m.mu.mismatch = nil
+		m.mu.Unlock()
 		n, err := m.list.Join(peers)
 		if n > 0 {
 			m.lg.Info("joined the cluster", "contacted", n, "members", len(m.list.Members()))
 			close(m.joined)
 			return
 		}
+		m.mu.Lock()
+		if m.mu.mismatch != nil {
+			err = m.mu.mismatch
+		}
+		m.mu.Unlock()
 		err = m.explainJoin(err)
+		if errors.Is(err, ErrClusterMismatch) {
+			// Listed nodes are of another cluster: retrying cannot help.
+			m.lg.Error("cannot join: the listed nodes are of another cluster", "peers", peers, "err", err)
+			m.joinErr = err
+			close(m.refused)
+			return
+		}
 		level := slog.LevelDebug
-		if attempt%10 == 0 || errors.Is(err, ErrClusterMismatch) {
+		if attempt%10 == 0 {
 			level = slog.LevelWarn
 		}
 		m.lg.Log(context.Background(), level, "cannot join yet; retrying", "peers", peers, "attempt", attempt, "err", err)
@@ -319,6 +339,21 @@ func (m *Membership) explainJoin(err error) error {
 // Joined is closed once a join to a listed address succeeded, or at once
 // when none was listed.
 func (m *Membership) Joined() <-chan struct{} { return m.joined }
+
+// Refused is closed when joining was given up: the listed nodes are of
+// another cluster (JoinError says which). The node then stays alone.
+func (m *Membership) Refused() <-chan struct{} { return m.refused }
+
+// JoinError is why joining was given up (an ErrClusterMismatch), nil while
+// it was not.
+func (m *Membership) JoinError() error {
+	select {
+	case <-m.refused:
+		return m.joinErr
+	default:
+		return nil
+	}
+}
 
 // Self returns this node's metadata as it gossips it.
 func (m *Membership) Self() Meta {
@@ -454,6 +489,10 @@ func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}
 func (d *delegate) NotifyMerge(peers []*memberlist.Node) error {
 	for _, p := range peers {
 		if err := d.check(p); err != nil {
+			m := (*Membership)(d)
+			m.mu.Lock()
+			m.mu.mismatch = err
+			m.mu.Unlock()
 			return err
 		}
 	}

@@ -2,6 +2,7 @@ package membership
 
 import (
 	"bytes"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -155,9 +156,10 @@ func TestOtherClusterRefused(t *testing.T) {
 	a := startNode(t, 1, "cluster-x", key(1))
 	fresh := startNode(t, 3, "", key(1), a.Self().Gossip) // no cluster yet: may join
 	b := startNode(t, 2, "cluster-y", key(1), a.Self().Gossip)
-	waitFor(t, "b to log the refusal naming both ids", func() bool {
-		return b.logs.contains("cannot join yet") && b.logs.contains("is in cluster cluster-x, this node in cluster cluster-y")
-	})
+	<-b.Refused()
+	if err := b.JoinError(); !errors.Is(err, ErrClusterMismatch) || !strings.Contains(err.Error(), "is in cluster cluster-x, this node in cluster cluster-y") {
+		t.Fatalf("join error = %v, want both ids named", err)
+	}
 	<-fresh.Joined()
 	waitFor(t, "the fresh node at a", func() bool { return alive(a.Membership) == 2 })
 	if _, ok := a.Member(2); ok {
