@@ -68,20 +68,19 @@ func poll(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// TestClusterBootstrapExpect: three nodes started at once with
-// bootstrap-expect 3 form one metadata group of three voters with one
-// leader and one cluster id; a fourth joins as a non-voter; a restarted
-// node does not bootstrap again (it would fail: its Raft has state) and
-// keeps its cluster.
-func TestClusterBootstrapExpect(t *testing.T) {
-	gossip := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
-	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir()}
-	cfgs := make([]Config, 3)
-	for i := range cfgs {
-		cfgs[i] = clusterConfig(t, dirs[i], int32(i+1), gossip[i], 3, gossip...)
+// startCluster starts n nodes at once with bootstrap-expect n, each
+// listing all n gossip addresses, and returns once all are ready.
+func startCluster(t *testing.T, n int) ([]*Server, []Config) {
+	gossip := make([]string, n)
+	for i := range gossip {
+		gossip[i] = freeAddr(t)
 	}
-	servers := make([]*Server, 3)
-	errs := make(chan error, 3)
+	cfgs := make([]Config, n)
+	for i := range cfgs {
+		cfgs[i] = clusterConfig(t, t.TempDir(), int32(i+1), gossip[i], n, gossip...)
+	}
+	servers := make([]*Server, n)
+	errs := make(chan error, n)
 	for i := range cfgs {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -99,6 +98,18 @@ func TestClusterBootstrapExpect(t *testing.T) {
 	for _, s := range servers {
 		t.Cleanup(func() { _ = s.Stop(context.Background()) })
 	}
+	return servers, cfgs
+}
+
+// TestClusterBootstrapExpect: three nodes started at once with
+// bootstrap-expect 3 form one metadata group of three voters with one
+// leader and one cluster id; a fourth joins as a non-voter; a restarted
+// node does not bootstrap again (it would fail: its Raft has state) and
+// keeps its cluster.
+func TestClusterBootstrapExpect(t *testing.T) {
+	servers, cfgs := startCluster(t, 3)
+	gossip := cfgs[0].Join
+	dirs := []string{cfgs[0].DataDir, cfgs[1].DataDir, cfgs[2].DataDir, t.TempDir()}
 	want := []string{"1:v", "2:v", "3:v"}
 	for _, s := range servers {
 		if got := suffrages(t, s); !slices.Equal(got, want) {
@@ -172,5 +183,31 @@ func TestClusterRefusesAnotherCluster(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "cluster "+sa.ClusterID()) || !strings.Contains(err.Error(), "cluster "+idB) || !strings.Contains(err.Error(), "cluster.join") {
 		t.Fatalf("err = %v, want both cluster ids and cluster.join named", err)
+	}
+}
+
+// TestGossipFailureExpiresRegistration: when gossip declares a node dead,
+// the Raft leader closes its registration session at once instead of
+// waiting for session.timeout. Here only the node's gossip dies (a false
+// suspicion, as far as the node is concerned): it sees its registration
+// gone and registers again under a new session.
+func TestGossipFailureExpiresRegistration(t *testing.T) {
+	servers, _ := startCluster(t, 3)
+	var victim *Server
+	for _, s := range servers {
+		if !s.meta.IsLeader() {
+			victim = s
+		}
+	}
+	old := victim.session.Load()
+	if err := victim.members.Load().Kill(); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "a new registration session of the node whose gossip died", func() bool {
+		owner, err := victim.cat.TabletServerOwner(victim.cfg.NodeID)
+		return err == nil && owner != 0 && owner != old && owner == victim.session.Load()
+	})
+	if _, live := victim.meta.Session(old); live {
+		t.Fatal("the old registration session is still open")
 	}
 }
