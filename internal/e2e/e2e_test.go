@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -39,8 +40,27 @@ type node struct {
 	t    *testing.T
 	cmd  *exec.Cmd
 	addr string
-	logs *bytes.Buffer
+	logs *logBuffer
 	done chan error
+}
+
+// logBuffer collects a process's output; tests may read it while the
+// process writes.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // startNode runs `strom server args...` in dir and waits for /readyz at addr.
@@ -55,7 +75,7 @@ func startNode(t *testing.T, bin, dir, addr string, args ...string) *node {
 // waiting for it.
 func launchNode(t *testing.T, bin, dir, addr string, args ...string) *node {
 	t.Helper()
-	n := &node{t: t, addr: addr, logs: new(bytes.Buffer), done: make(chan error, 1)}
+	n := &node{t: t, addr: addr, logs: new(logBuffer), done: make(chan error, 1)}
 	n.cmd = exec.Command(bin, append([]string{"server"}, args...)...)
 	n.cmd.Dir = dir
 	n.cmd.Stdout = n.logs
