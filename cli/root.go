@@ -55,7 +55,7 @@ func NewRoot(out, errOut io.Writer) *cobra.Command {
 		server = client.DefaultAddress
 	}
 	pf := root.PersistentFlags()
-	pf.StringVar(&g.server, "server", server, "address of a Strom node (env STROM_SERVER)")
+	pf.StringVar(&g.server, "server", server, "address of a Strom node, or a comma-separated list of a cluster's nodes (env STROM_SERVER)")
 	pf.StringVarP(&g.output, "output", "o", "table", "output format: table or json (consume also takes csv)")
 	pf.DurationVar(&g.timeout, "timeout", 30*time.Second, "how long a request may take")
 	root.AddCommand(newServerCmd(), newDBCmd(g), newTableCmd(g), newClusterCmd(g),

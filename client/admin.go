@@ -14,7 +14,7 @@ type Admin struct {
 
 // CreateDatabase registers a database.
 func (a *Admin) CreateDatabase(ctx context.Context, req *stromv1.CreateDatabaseRequest) (*stromv1.DatabaseInfo, error) {
-	resp, err := call(ctx, a.c, a.c.admin.CreateDatabase, req)
+	resp, err := callSeed(ctx, a.c, viaAdmin(adminAPI.CreateDatabase), req)
 	if err != nil {
 		return nil, err
 	}
@@ -23,13 +23,13 @@ func (a *Admin) CreateDatabase(ctx context.Context, req *stromv1.CreateDatabaseR
 
 // DropDatabase removes a database (with its tables when req.Cascade).
 func (a *Admin) DropDatabase(ctx context.Context, req *stromv1.DropDatabaseRequest) error {
-	_, err := call(ctx, a.c, a.c.admin.DropDatabase, req)
+	_, err := callSeed(ctx, a.c, viaAdmin(adminAPI.DropDatabase), req)
 	return err
 }
 
 // GetDatabase describes a database.
 func (a *Admin) GetDatabase(ctx context.Context, name string) (*stromv1.DatabaseInfo, error) {
-	resp, err := call(ctx, a.c, a.c.admin.GetDatabase, &stromv1.GetDatabaseRequest{Database: name})
+	resp, err := callSeed(ctx, a.c, viaAdmin(adminAPI.GetDatabase), &stromv1.GetDatabaseRequest{Database: name})
 	if err != nil {
 		return nil, err
 	}
@@ -38,7 +38,7 @@ func (a *Admin) GetDatabase(ctx context.Context, name string) (*stromv1.Database
 
 // ListDatabases returns the database names in lexical order.
 func (a *Admin) ListDatabases(ctx context.Context) ([]string, error) {
-	resp, err := call(ctx, a.c, a.c.admin.ListDatabases, &stromv1.ListDatabasesRequest{})
+	resp, err := callSeed(ctx, a.c, viaAdmin(adminAPI.ListDatabases), &stromv1.ListDatabasesRequest{})
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +47,7 @@ func (a *Admin) ListDatabases(ctx context.Context) ([]string, error) {
 
 // CreateTable registers a table and returns it as stored.
 func (a *Admin) CreateTable(ctx context.Context, req *stromv1.CreateTableRequest) (*stromv1.TableInfo, error) {
-	resp, err := call(ctx, a.c, a.c.admin.CreateTable, req)
+	resp, err := callSeed(ctx, a.c, viaAdmin(adminAPI.CreateTable), req)
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +56,7 @@ func (a *Admin) CreateTable(ctx context.Context, req *stromv1.CreateTableRequest
 
 // GetTable describes a table.
 func (a *Admin) GetTable(ctx context.Context, db, table string) (*stromv1.TableInfo, error) {
-	resp, err := call(ctx, a.c, a.c.admin.GetTable, &stromv1.GetTableRequest{Database: db, Table: table})
+	resp, err := callSeed(ctx, a.c, viaAdmin(adminAPI.GetTable), &stromv1.GetTableRequest{Database: db, Table: table})
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +65,7 @@ func (a *Admin) GetTable(ctx context.Context, db, table string) (*stromv1.TableI
 
 // ListTables returns the table names of a database in lexical order.
 func (a *Admin) ListTables(ctx context.Context, db string) ([]string, error) {
-	resp, err := call(ctx, a.c, a.c.admin.ListTables, &stromv1.ListTablesRequest{Database: db})
+	resp, err := callSeed(ctx, a.c, viaAdmin(adminAPI.ListTables), &stromv1.ListTablesRequest{Database: db})
 	if err != nil {
 		return nil, err
 	}
@@ -74,11 +74,11 @@ func (a *Admin) ListTables(ctx context.Context, db string) ([]string, error) {
 
 // DropTable removes a table.
 func (a *Admin) DropTable(ctx context.Context, req *stromv1.DropTableRequest) error {
-	_, err := call(ctx, a.c, a.c.admin.DropTable, req)
+	_, err := callSeed(ctx, a.c, viaAdmin(adminAPI.DropTable), req)
 	return err
 }
 
 // DescribeCluster lists the nodes and the metadata group.
 func (a *Admin) DescribeCluster(ctx context.Context) (*stromv1.DescribeClusterResponse, error) {
-	return call(ctx, a.c, a.c.admin.DescribeCluster, &stromv1.DescribeClusterRequest{})
+	return callSeed(ctx, a.c, viaAdmin(adminAPI.DescribeCluster), &stromv1.DescribeClusterRequest{})
 }

@@ -12,29 +12,34 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"connectrpc.com/connect"
 
 	stromv1 "strom/rpc/gen/strom/v1"
-	"strom/rpc/gen/strom/v1/stromv1connect"
 )
 
 // DefaultAddress is where a client looks for a node when given none.
 const DefaultAddress = "localhost:9123"
 
-// Client talks to a Strom cluster. It is safe for concurrent use.
+// Client talks to a Strom cluster: admin calls to a bootstrap server (any
+// node serves them), data calls to each bucket's leader, found through
+// GetMetadata and cached per Table. It is safe for concurrent use.
 type Client struct {
-	baseURL      string
 	http         *http.Client
-	admin        stromv1connect.AdminServiceClient
-	tablet       stromv1connect.TabletServiceClient
+	connectOpts  []connect.ClientOption
+	scheme       string  // of the bootstrap servers, for the nodes found
+	seeds        []*node // the bootstrap servers, in the order given
+	seedAt       atomic.Int32
+	nodes        nodes
 	retryTimeout time.Duration
 	onRetry      func(err error, waited time.Duration)
 }
 
 type options struct {
+	servers      []string
 	httpClient   *http.Client
 	dialTimeout  time.Duration
 	retryTimeout time.Duration
@@ -43,6 +48,12 @@ type options struct {
 
 // Option configures a Client.
 type Option func(*options)
+
+// WithServers adds bootstrap servers to those New was given (Fluss's
+// bootstrap.servers): "host:port" or URLs.
+func WithServers(addrs ...string) Option {
+	return func(o *options) { o.servers = append(o.servers, addrs...) }
+}
 
 // WithHTTPClient makes the client send requests through hc.
 func WithHTTPClient(hc *http.Client) Option { return func(o *options) { o.httpClient = hc } }
@@ -63,37 +74,54 @@ func WithRetryNotify(f func(err error, waited time.Duration)) Option {
 	return func(o *options) { o.onRetry = f }
 }
 
-// New returns a client for the node at addr ("host:port", or a URL with
-// http:// or https://). It does not connect until the first call.
+// New returns a client of the cluster whose nodes addr lists ("host:port"
+// or URLs with http:// or https://, separated by commas; more with
+// WithServers), its bootstrap servers: it asks them for metadata, and any
+// of them for admin calls, moving on to the next one that answers. It
+// does not connect until the first call.
 func New(addr string, opts ...Option) (*Client, error) {
 	o := options{dialTimeout: 5 * time.Second, retryTimeout: 30 * time.Second}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if addr == "" {
-		addr = DefaultAddress
-	}
-	base := addr
-	if !strings.Contains(addr, "://") {
-		if _, _, err := net.SplitHostPort(addr); err != nil {
-			return nil, fmt.Errorf("client: server address %q: want host:port", addr)
+	var addrs []string
+	for _, a := range strings.Split(addr, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
 		}
-		base = "http://" + addr
+	}
+	addrs = append(addrs, o.servers...)
+	if len(addrs) == 0 {
+		addrs = []string{DefaultAddress}
 	}
 	if o.httpClient == nil {
 		o.httpClient = newHTTPClient(o.dialTimeout)
 	}
-	// Data is Arrow batches compressed per buffer already: no gzip on top.
-	noGzip := connect.WithAcceptCompression("gzip", nil, nil)
-	return &Client{
-		baseURL: base,
-		http:    o.httpClient,
-		admin:   stromv1connect.NewAdminServiceClient(o.httpClient, base, noGzip),
-		tablet:  stromv1connect.NewTabletServiceClient(o.httpClient, base, noGzip),
-
+	c := &Client{
+		http: o.httpClient,
+		// Data is Arrow batches compressed per buffer already: no gzip on top.
+		connectOpts:  []connect.ClientOption{connect.WithAcceptCompression("gzip", nil, nil)},
 		retryTimeout: o.retryTimeout,
 		onRetry:      o.onRetry,
-	}, nil
+	}
+	c.nodes.m = map[string]*node{}
+	for _, a := range addrs {
+		base := a
+		if !strings.Contains(a, "://") {
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				return nil, fmt.Errorf("client: server address %q: want host:port", a)
+			}
+			base = "http://" + a
+		}
+		scheme, _, _ := strings.Cut(base, "://")
+		if c.scheme == "" {
+			c.scheme = scheme
+		} else if scheme != c.scheme {
+			return nil, fmt.Errorf("client: server addresses %q: all http or all https", addr)
+		}
+		c.seeds = append(c.seeds, c.nodeAt(base))
+	}
+	return c, nil
 }
 
 // newHTTPClient speaks HTTP/1.1 to http:// addresses and HTTP/2 over TLS
@@ -126,8 +154,9 @@ func newHTTPClient(dialTimeout time.Duration) *http.Client {
 	return &http.Client{Transport: t}
 }
 
-// Address returns the node URL the client sends to.
-func (c *Client) Address() string { return c.baseURL }
+// Address returns the URL of the bootstrap server the client sends admin
+// calls to.
+func (c *Client) Address() string { return c.seed().base }
 
 // Admin returns the administrative API.
 func (c *Client) Admin() *Admin { return &Admin{c: c} }
@@ -146,6 +175,11 @@ type Error struct {
 	Connect connect.Code
 	// Message is the node's description of the problem.
 	Message string
+	// LeaderID and LeaderAddress name the node to send to instead, when
+	// the node knows it (NOT_LEADER_OR_FOLLOWER); LeaderAddress is "" when
+	// it does not.
+	LeaderID      int32
+	LeaderAddress string
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -153,9 +187,9 @@ func (e *Error) Error() string { return e.Message }
 // ErrUnreachable: no node answered at the address.
 var ErrUnreachable = errors.New("client: cannot reach a Strom node")
 
-// wrap turns a Connect error into *Error, and a failure to connect into an
-// error wrapping ErrUnreachable.
-func (c *Client) wrap(err error) error {
+// wrap turns a Connect error from n into *Error, and a failure to connect
+// into an error wrapping ErrUnreachable.
+func (n *node) wrap(err error) error {
 	if err == nil {
 		return nil
 	}
@@ -172,12 +206,13 @@ func (c *Client) wrap(err error) error {
 		}
 		if ed, ok := v.(*stromv1.ErrorDetail); ok {
 			out.Code, out.Name, out.Retriable, out.Field = ed.Code, ed.Name, ed.Retriable, ed.Field
+			out.LeaderID, out.LeaderAddress = ed.LeaderId, ed.LeaderAddress
 			found = true
 		}
 	}
 	if !found && (ce.Code() == connect.CodeUnavailable || isTransportError(err)) {
 		// No Strom detail: the transport failed (refused, reset, closed).
-		return fmt.Errorf("%w at %s: %v", ErrUnreachable, c.baseURL, ce.Message())
+		return fmt.Errorf("%w at %s: %v", ErrUnreachable, n.base, ce.Message())
 	}
 	return out
 }
@@ -190,22 +225,12 @@ func isTransportError(err error) bool {
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
-// call sends req with fn, and sends it again, with backoff, while it fails
-// with a retriable error (the node said so, as NODE_NOT_READY while it
-// starts, or no node answered), until ctx ends or the client's retry
-// timeout has passed since the first try; then it returns the last error.
-// For calls that are safe to repeat: a mutating call whose answer was lost
-// may, sent again, report that its effect exists already (as with Kafka's
-// admin client).
-func call[Req, Resp any](ctx context.Context, c *Client, fn func(context.Context, *connect.Request[Req]) (*connect.Response[Resp], error), req *Req) (*Resp, error) {
-	return retry(ctx, time.Now().Add(c.retryTimeout), c.onRetry, func(ctx context.Context) (*Resp, error) { return callOnce(ctx, c, fn, req) })
-}
-
-// callOnce sends req with fn once, with errors as wrap returns them.
-func callOnce[Req, Resp any](ctx context.Context, c *Client, fn func(context.Context, *connect.Request[Req]) (*connect.Response[Resp], error), req *Req) (*Resp, error) {
+// callOnce sends req with fn (a method of n's clients) once, with errors
+// as wrap returns them.
+func callOnce[Req, Resp any](ctx context.Context, n *node, fn rpcFunc[Req, Resp], req *Req) (*Resp, error) {
 	resp, err := fn(ctx, connect.NewRequest(req))
 	if err != nil {
-		return nil, c.wrap(err)
+		return nil, n.wrap(err)
 	}
 	return resp.Msg, nil
 }

@@ -68,8 +68,8 @@ func (t *Table) NewUpsertWriter(_ context.Context, opts ...WriterOption) (*Upser
 			return &kvEncoder{b: record.NewKvBatchBuilder(header), pk: pk, rows: rows}, nil
 		},
 		stamp: func(b []byte, id int64, seq int32) { record.KvBatch(b).SetWriter(id, seq) },
-		send: func(ctx context.Context, bucket int32, batch []byte, acks int32, timeout time.Duration) (*stromv1.ProduceBucketResult, error) {
-			resp, err := callOnce(ctx, t.c, t.c.tablet.PutKv, &stromv1.PutKvRequest{
+		send: func(ctx context.Context, n *node, bucket int32, batch []byte, acks int32, timeout time.Duration) (*stromv1.ProduceBucketResult, error) {
+			resp, err := callOnce(ctx, n, n.tablet.PutKv, &stromv1.PutKvRequest{
 				Database: t.info.Database, Table: t.info.Table, Acks: &acks, TimeoutMs: int32(timeout / time.Millisecond),
 				TargetColumns: targets, Buckets: []*stromv1.PutKvBucket{{Bucket: bucket, Records: batch}},
 			})
@@ -280,20 +280,46 @@ func (l *Lookuper) Lookup(ctx context.Context, keys ...record.Row) ([]record.Row
 		places[i] = place{int(b), len(lb.Keys)}
 		lb.Keys = append(lb.Keys, key)
 	}
-	req := &stromv1.LookupRequest{Database: l.t.info.Database, Table: l.t.info.Table}
-	for _, b := range order {
-		req.Buckets = append(req.Buckets, byBucket[b])
-	}
-	resp, err := call(ctx, l.t.c, l.t.c.tablet.Lookup, req)
+	// Each leader's buckets in one request; a try asks for the buckets
+	// without an answer yet.
+	results := map[int32]*stromv1.LookupBucketResult{}
+	_, err := retry(ctx, time.Now().Add(l.t.c.retryTimeout), l.t.c.onRetry, func(ctx context.Context) (struct{}, error) {
+		var pending []int32
+		for _, b := range order {
+			if results[b] == nil {
+				pending = append(pending, b)
+			}
+		}
+		r, groups := l.t.byLeader(pending)
+		var mu sync.Mutex
+		var errs []error
+		eachNode(groups, func(n *node, bs []int32) {
+			req := &stromv1.LookupRequest{Database: l.t.info.Database, Table: l.t.info.Table}
+			for _, b := range bs {
+				req.Buckets = append(req.Buckets, byBucket[b])
+			}
+			resp, err := callOnce(ctx, n, n.tablet.Lookup, req)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				l.t.reroute(ctx, r, bs[0], err)
+				errs = append(errs, err)
+				return
+			}
+			for _, res := range resp.Buckets {
+				if res.Error != nil {
+					err := detailError(res.Error)
+					l.t.reroute(ctx, r, res.Bucket, err)
+					errs = append(errs, fmt.Errorf("client: lookup in bucket %d: %w", res.Bucket, err))
+					continue
+				}
+				results[res.Bucket] = res
+			}
+		})
+		return struct{}{}, errors.Join(errs...)
+	})
 	if err != nil {
 		return nil, err
-	}
-	results := map[int32]*stromv1.LookupBucketResult{}
-	for _, r := range resp.Buckets {
-		if r.Error != nil {
-			return nil, fmt.Errorf("client: lookup in bucket %d: %w", r.Bucket, detailError(r.Error))
-		}
-		results[r.Bucket] = r
 	}
 	out := make([]record.Row, len(keys))
 	for i, p := range places {
@@ -398,7 +424,7 @@ func (l *Lookuper) PrefixLookup(ctx context.Context, prefix record.Row) ([]recor
 	if err != nil {
 		return nil, err
 	}
-	resp, err := call(ctx, l.t.c, l.t.c.tablet.PrefixLookup, &stromv1.PrefixLookupRequest{
+	resp, err := callLeader(ctx, l.t, b, viaTablet(tabletAPI.PrefixLookup), &stromv1.PrefixLookupRequest{
 		Database: l.t.info.Database, Table: l.t.info.Table, Buckets: []*stromv1.LookupBucket{{Bucket: b, Keys: [][]byte{key}}},
 	})
 	if err != nil {
@@ -442,16 +468,20 @@ func (t *Table) Scan(ctx context.Context, bucket int32, limit int) ([]record.Row
 	}
 	var out []record.Row
 	var id []byte
+	var n *node // the leader the scanner is open on
 	for {
-		// Only the first page is retried: a later one whose answer was
-		// lost is gone from the scanner, and asking again would skip it.
-		send := call[stromv1.ScanKvRequest, stromv1.ScanKvResponse]
-		if id != nil {
-			send = callOnce[stromv1.ScanKvRequest, stromv1.ScanKvResponse]
+		var resp *stromv1.ScanKvResponse
+		req := &stromv1.ScanKvRequest{Database: t.info.Database, Table: t.info.Table, Bucket: bucket, ScannerId: id}
+		if id == nil {
+			resp, err = callLeader(ctx, t, bucket, func(m *node) rpcFunc[stromv1.ScanKvRequest, stromv1.ScanKvResponse] {
+				n = m
+				return m.tablet.ScanKv
+			}, req)
+		} else {
+			// Only the first page is retried: a later one whose answer was
+			// lost is gone from the scanner, and asking again would skip it.
+			resp, err = callOnce(ctx, n, n.tablet.ScanKv, req)
 		}
-		resp, err := send(ctx, t.c, t.c.tablet.ScanKv, &stromv1.ScanKvRequest{
-			Database: t.info.Database, Table: t.info.Table, Bucket: bucket, ScannerId: id,
-		})
 		if err != nil {
 			return nil, err
 		}
@@ -464,7 +494,7 @@ func (t *Table) Scan(ctx context.Context, bucket int32, limit int) ([]record.Row
 			out = append(out, r)
 			if limit > 0 && len(out) == limit {
 				if resp.HasMore {
-					_, _ = call(ctx, t.c, t.c.tablet.ScanKv, &stromv1.ScanKvRequest{
+					_, _ = callOnce(ctx, n, n.tablet.ScanKv, &stromv1.ScanKvRequest{
 						Database: t.info.Database, Table: t.info.Table, Bucket: bucket, ScannerId: id, Close: true,
 					})
 				}

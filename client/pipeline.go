@@ -81,8 +81,9 @@ type batchKind struct {
 	newEncoder func() (encoder, error)
 	// stamp sets a built batch's writer id and sequence (and its CRC).
 	stamp func(batch []byte, writerID int64, sequence int32)
-	// send delivers one bucket's batch and returns the bucket's result.
-	send func(ctx context.Context, bucket int32, batch []byte, acks int32, timeout time.Duration) (*stromv1.ProduceBucketResult, error)
+	// send delivers one bucket's batch to node n, the bucket's leader, and
+	// returns the bucket's result.
+	send func(ctx context.Context, n *node, bucket int32, batch []byte, acks int32, timeout time.Duration) (*stromv1.ProduceBucketResult, error)
 }
 
 // pipeline is the machinery of AppendWriter and UpsertWriter: rows are
@@ -617,7 +618,12 @@ func (w *pipeline) writerID(deadline time.Time) (int64, error) {
 	resp, err := retry(context.Background(), deadline, w.t.c.onRetry, func(ctx context.Context) (*stromv1.InitWriterResponse, error) {
 		ctx, cancel := context.WithTimeout(ctx, w.cfg.requestTimeout)
 		defer cancel()
-		return callOnce(ctx, w.t.c, w.t.c.tablet.InitWriter, &stromv1.InitWriterRequest{})
+		n := w.t.c.seed()
+		resp, err := callOnce(ctx, n, n.tablet.InitWriter, &stromv1.InitWriterRequest{})
+		if errors.Is(err, ErrUnreachable) {
+			w.t.c.unreachable(n)
+		}
+		return resp, err
 	})
 	if err != nil {
 		return record.NoWriterID, fmt.Errorf("client: init writer: %w", err)
@@ -654,14 +660,19 @@ func (s *bucketSender) send(sb *sealedBatch, writerID int64) (int64, error) {
 		oldest := s.mu.window[0] == sb
 		s.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.requestTimeout)
-		res, err := w.kind.send(ctx, sb.bucket, sb.data, w.cfg.acks, w.cfg.requestTimeout)
-		cancel()
+		r, n := w.t.leader(sb.bucket)
+		res, err := w.kind.send(ctx, n, sb.bucket, sb.data, w.cfg.acks, w.cfg.requestTimeout)
+		if err == nil && res.Error == nil {
+			cancel()
+			return res.BaseOffset, nil
+		}
 		if err == nil {
-			if res.Error == nil {
-				return res.BaseOffset, nil
-			}
 			err = detailError(res.Error)
 		}
+		// To the new leader with the same writer id and sequence: it has
+		// the writer's state, replicated with the log.
+		w.t.reroute(ctx, r, sb.bucket, err)
+		cancel()
 		again := retriable(err)
 		if outOfOrder(err) && writerID != record.NoWriterID {
 			// Retried while a batch before it may still arrive: one was

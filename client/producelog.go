@@ -25,14 +25,14 @@ import (
 // Content-Length (in chunks). Servers that do not know it ignore it.
 const BodyLengthHeader = "Strom-Body-Length"
 
-// produce calls ProduceLog once, with errors as callOnce returns them (its
-// callers retry). Requests of JSON rows go through connect-go.
-func (c *Client) produce(ctx context.Context, m *stromv1.ProduceLogRequest) (*stromv1.ProduceLogResponse, error) {
+// produce calls ProduceLog on n once, with errors as callOnce returns them
+// (its callers retry). Requests of JSON rows go through connect-go.
+func (c *Client) produce(ctx context.Context, n *node, m *stromv1.ProduceLogRequest) (*stromv1.ProduceLogResponse, error) {
 	if len(m.Rows) > 0 {
-		return callOnce(ctx, c, c.tablet.ProduceLog, m)
+		return callOnce(ctx, n, n.tablet.ProduceLog, m)
 	}
-	resp, err := c.produceLog(ctx, m)
-	return resp, c.wrap(err)
+	resp, err := c.produceLog(ctx, n, m)
+	return resp, n.wrap(err)
 }
 
 // produceLog calls TabletService.ProduceLog in Connect's unary protocol
@@ -43,9 +43,9 @@ func (c *Client) produce(ctx context.Context, m *stromv1.ProduceLogRequest) (*st
 // and the reply and its errors are read as connect-go reads them: errors
 // come back as *connect.Error with their details, ready for Client.wrap.
 // m's rows are not sent (produce sends requests with rows by connect-go).
-func (c *Client) produceLog(ctx context.Context, m *stromv1.ProduceLogRequest) (*stromv1.ProduceLogResponse, error) {
+func (c *Client) produceLog(ctx context.Context, n *node, m *stromv1.ProduceLogRequest) (*stromv1.ProduceLogResponse, error) {
 	body := newProduceBody(m)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.baseURL+stromv1connect.TabletServiceProduceLogProcedure, body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.base+stromv1connect.TabletServiceProduceLogProcedure, body)
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, err)
 	}

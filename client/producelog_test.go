@@ -80,20 +80,20 @@ func TestProduceLogReadsConnectErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.produce(t.Context(), &stromv1.ProduceLogRequest{Database: "demo", Table: "nope"})
+	_, err = c.produce(t.Context(), c.seed(), &stromv1.ProduceLogRequest{Database: "demo", Table: "nope"})
 	var e *Error
 	if !errors.As(err, &e) || e.Code != 7 || e.Name != "TABLE_NOT_EXIST" || e.Connect != connect.CodeNotFound || e.Message != want.Message() {
 		t.Fatalf("got %#v (%v)", e, err)
 	}
 
 	c, _ = New(srv.URL + "/plain")
-	_, err = c.produceLog(t.Context(), &stromv1.ProduceLogRequest{})
+	_, err = c.produceLog(t.Context(), c.seed(), &stromv1.ProduceLogRequest{})
 	if connect.CodeOf(err) != connect.CodeUnavailable {
 		t.Fatalf("HTTP 503 without a Connect body: %v", err)
 	}
 
 	srv.Close()
-	_, err = c.produce(t.Context(), &stromv1.ProduceLogRequest{})
+	_, err = c.produce(t.Context(), c.seed(), &stromv1.ProduceLogRequest{})
 	if !errors.Is(err, ErrUnreachable) {
 		t.Fatalf("stopped server: %v", err)
 	}
@@ -126,14 +126,14 @@ func TestProduceLogDoesNotCopyBatches(t *testing.T) {
 	}
 	batch := bytes.Repeat([]byte{1}, 4<<20)
 	m := &stromv1.ProduceLogRequest{Database: "d", Table: "t", Buckets: []*stromv1.ProduceBucket{{Records: batch}}}
-	if _, err := c.produceLog(t.Context(), m); err != nil {
+	if _, err := c.produceLog(t.Context(), c.seed(), m); err != nil {
 		t.Fatal(err)
 	}
 	const n = 10
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	for range n {
-		if _, err := c.produceLog(t.Context(), m); err != nil {
+		if _, err := c.produceLog(t.Context(), c.seed(), m); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -145,7 +145,7 @@ func (s *LogScanner) Subscribe(ctx context.Context, bucket int32, start StartOff
 	}
 	off := start.offset
 	if start.spec != stromv1.OffsetSpec_OFFSET_SPEC_UNSPECIFIED {
-		resp, err := call(ctx, s.t.c, s.t.c.tablet.ListOffsets, &stromv1.ListOffsetsRequest{
+		resp, err := callLeader(ctx, s.t, bucket, viaTablet(tabletAPI.ListOffsets), &stromv1.ListOffsetsRequest{
 			Database: s.t.info.Database, Table: s.t.info.Table, Buckets: []int32{bucket}, Spec: start.spec, TimestampMs: start.at.UnixMilli(),
 		})
 		if err != nil {
@@ -277,23 +277,16 @@ func (s *LogScanner) Poll(ctx context.Context) (Fetches, error) {
 		sort.Slice(out, func(i, j int) bool { return out[i].Bucket < out[j].Bucket })
 		return out, fmt.Errorf("client: every subscribed bucket is stopped at a batch it cannot read: %w", out.Errors())
 	}
-	req := &stromv1.FetchLogRequest{
-		Database: s.t.info.Database, Table: s.t.info.Table, Columns: s.cfg.columns,
-		MaxBytes: s.cfg.maxBytes, MinBytes: 1, MaxWaitMs: int32(s.cfg.maxWait / time.Millisecond),
-	}
 	buckets := make([]int32, 0, len(pos))
 	for b := range pos {
 		buckets = append(buckets, b)
 	}
 	sort.Slice(buckets, func(i, j int) bool { return buckets[i] < buckets[j] })
-	for _, b := range buckets {
-		req.Buckets = append(req.Buckets, &stromv1.FetchBucket{Bucket: b, Offset: pos[b], MaxBytes: s.cfg.bucketMaxBytes})
-	}
-	resp, err := call(ctx, s.t.c, s.t.c.tablet.FetchLog, req)
+	results, err := s.fetch(ctx, buckets, pos)
 	if err != nil {
 		return nil, err
 	}
-	for _, r := range resp.Buckets {
+	for _, r := range results {
 		f, next := s.decode(r, pos[r.Bucket])
 		s.mu.Lock()
 		if _, ok := s.mu.offsets[r.Bucket]; ok {
@@ -308,6 +301,61 @@ func (s *LogScanner) Poll(ctx context.Context) (Fetches, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Bucket < out[j].Bucket })
 	return out, nil
+}
+
+// fetch sends one FetchLog per leader, for its buckets, all at once, and
+// returns the buckets' results. A leader's call that fails gives its
+// buckets that error as their result; when every call fails, the fetch is
+// tried again (after a metadata refresh where the error says so) while the
+// error is retriable, as callSeed does, and the last error is returned.
+func (s *LogScanner) fetch(ctx context.Context, buckets []int32, pos map[int32]int64) ([]*stromv1.FetchBucketResult, error) {
+	return retry(ctx, time.Now().Add(s.t.c.retryTimeout), s.t.c.onRetry, func(ctx context.Context) ([]*stromv1.FetchBucketResult, error) {
+		r, groups := s.t.byLeader(buckets)
+		var mu sync.Mutex
+		var out []*stromv1.FetchBucketResult
+		var errs []error
+		eachNode(groups, func(n *node, bs []int32) {
+			req := &stromv1.FetchLogRequest{
+				Database: s.t.info.Database, Table: s.t.info.Table, Columns: s.cfg.columns,
+				MaxBytes: s.cfg.maxBytes, MinBytes: 1, MaxWaitMs: int32(s.cfg.maxWait / time.Millisecond),
+			}
+			for _, b := range bs {
+				req.Buckets = append(req.Buckets, &stromv1.FetchBucket{Bucket: b, Offset: pos[b], MaxBytes: s.cfg.bucketMaxBytes})
+			}
+			resp, err := callOnce(ctx, n, n.tablet.FetchLog, req)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				s.t.reroute(ctx, r, bs[0], err)
+				errs = append(errs, err)
+				d := errorDetail(err)
+				for _, b := range bs {
+					out = append(out, &stromv1.FetchBucketResult{Bucket: b, Error: d})
+				}
+				return
+			}
+			for _, res := range resp.Buckets {
+				if res.Error != nil {
+					s.t.reroute(ctx, r, res.Bucket, detailError(res.Error))
+				}
+			}
+			out = append(out, resp.Buckets...)
+		})
+		if len(errs) == len(groups) {
+			return nil, errors.Join(errs...)
+		}
+		return out, nil
+	})
+}
+
+// errorDetail is err as a bucket's ErrorDetail.
+func errorDetail(err error) *stromv1.ErrorDetail {
+	var e *Error
+	if errors.As(err, &e) {
+		return &stromv1.ErrorDetail{Code: e.Code, Name: e.Name, Retriable: e.Retriable, Field: e.Field, Message: e.Message,
+			LeaderId: e.LeaderID, LeaderAddress: e.LeaderAddress}
+	}
+	return &stromv1.ErrorDetail{Code: -1, Name: "UNKNOWN", Retriable: retriable(err), Message: err.Error()}
 }
 
 // decode turns one bucket's result, fetched from offset from, into its

@@ -37,8 +37,8 @@ func (t *Table) NewAppendWriter(_ context.Context, opts ...WriterOption) (*Appen
 			return &arrowEncoder{b: b, header: header, comp: comp, ratio: ratio}, err
 		},
 		stamp: func(b []byte, id int64, seq int32) { record.Batch(b).SetWriter(id, seq) },
-		send: func(ctx context.Context, bucket int32, batch []byte, acks int32, timeout time.Duration) (*stromv1.ProduceBucketResult, error) {
-			resp, err := t.c.produce(ctx, &stromv1.ProduceLogRequest{
+		send: func(ctx context.Context, n *node, bucket int32, batch []byte, acks int32, timeout time.Duration) (*stromv1.ProduceBucketResult, error) {
+			resp, err := t.c.produce(ctx, n, &stromv1.ProduceLogRequest{
 				Database: t.info.Database, Table: t.info.Table, Acks: &acks, TimeoutMs: int32(timeout / time.Millisecond),
 				Buckets: []*stromv1.ProduceBucket{{Bucket: bucket, Records: batch}},
 			})

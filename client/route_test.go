@@ -1,0 +1,223 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"strom/client"
+	"strom/record"
+	stromv1 "strom/rpc/gen/strom/v1"
+)
+
+// newLeaderHost is where the fake moves a bucket's leadership: requests
+// sent there go on to the real node, which keeps the bucket's data and its
+// writers' state, as a new leader would (the data is replicated).
+const newLeaderHost = "new-leader.test:9123"
+
+// mover is a transport in front of one real node that fakes a leader
+// change of one bucket: once moved, the old leader (the real node's
+// address) refuses the bucket's data calls with NOT_LEADER_OR_FOLLOWER
+// naming newLeaderHost, which serves them. The first ProduceLog of the
+// bucket after the move is appended by the old leader before the refusal,
+// as when leadership moves between an append and its answer: a writer
+// that sends the batch again to the new leader must keep its writer id and
+// sequence, or the row is written twice.
+type mover struct {
+	next   http.RoundTripper
+	real   string // host:port of the node
+	bucket int32
+
+	mu        sync.Mutex
+	moved     bool
+	appended  bool           // the first produce after the move went through
+	atNewHost map[string]int // data calls served through newLeaderHost, by method
+}
+
+func (m *mover) move() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.moved = true
+}
+
+func (m *mover) servedByNewLeader(method string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.atNewHost[method]
+}
+
+func (m *mover) RoundTrip(r *http.Request) (*http.Response, error) {
+	method := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
+	if r.URL.Host == newLeaderHost {
+		m.mu.Lock()
+		m.atNewHost[method]++
+		m.mu.Unlock()
+		r = r.Clone(r.Context())
+		r.URL.Host, r.Host = m.real, m.real
+		return m.next.RoundTrip(r)
+	}
+	m.mu.Lock()
+	moved := m.moved
+	m.mu.Unlock()
+	if !moved || !strings.Contains(r.URL.Path, "TabletService") {
+		return m.next.RoundTrip(r)
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	refusal := &stromv1.ErrorDetail{Code: 12, Name: "NOT_LEADER_OR_FOLLOWER", Retriable: true,
+		Message: "moved for the test", LeaderId: 2, LeaderAddress: newLeaderHost}
+	var reply proto.Message
+	switch method {
+	case "ProduceLog":
+		var req stromv1.ProduceLogRequest
+		if err := proto.Unmarshal(body, &req); err != nil {
+			return nil, err
+		}
+		if len(req.Buckets) != 1 || req.Buckets[0].Bucket != m.bucket {
+			return m.next.RoundTrip(r)
+		}
+		m.mu.Lock()
+		first := !m.appended
+		m.appended = true
+		m.mu.Unlock()
+		if first {
+			resp, err := m.next.RoundTrip(r)
+			if err != nil {
+				return nil, err
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		reply = &stromv1.ProduceLogResponse{Buckets: []*stromv1.ProduceBucketResult{{Bucket: m.bucket, Error: refusal}}}
+	case "FetchLog":
+		// The moved bucket's result is refused, the others' served.
+		resp, err := m.next.RoundTrip(r)
+		if err != nil {
+			return nil, err
+		}
+		data, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		var fr stromv1.FetchLogResponse
+		if resp.StatusCode != 200 || proto.Unmarshal(data, &fr) != nil {
+			resp.Body = io.NopCloser(bytes.NewReader(data))
+			return resp, nil
+		}
+		for i, b := range fr.Buckets {
+			if b.Bucket == m.bucket {
+				fr.Buckets[i] = &stromv1.FetchBucketResult{Bucket: b.Bucket, Error: refusal}
+			}
+		}
+		reply = &fr
+	case "ListOffsets":
+		var req stromv1.ListOffsetsRequest
+		if err := proto.Unmarshal(body, &req); err != nil {
+			return nil, err
+		}
+		if len(req.Buckets) != 1 || req.Buckets[0] != m.bucket {
+			return m.next.RoundTrip(r)
+		}
+		reply = &stromv1.ListOffsetsResponse{Buckets: []*stromv1.BucketOffset{{Bucket: m.bucket, Error: refusal}}}
+	default:
+		return m.next.RoundTrip(r)
+	}
+	data, err := proto.Marshal(reply)
+	if err != nil {
+		return nil, err
+	}
+	return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/proto"}},
+		Body: io.NopCloser(bytes.NewReader(data)), ContentLength: int64(len(data)), Request: r}, nil
+}
+
+// A writer and a scanner keep working when a bucket's leader moves: they
+// follow the NOT_LEADER_OR_FOLLOWER hint at once, and the batch the old
+// leader appended but could not acknowledge is written once, since its
+// retry keeps the writer id and sequence.
+func TestWriterAndScannerFollowTheLeader(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := startNode(t)
+	createTable(t, c, "demo", "t", 2, []string{"k"},
+		&stromv1.Column{Name: "v", Type: "BIGINT"}, &stromv1.Column{Name: "k", Type: "STRING"})
+	real := strings.TrimPrefix(c.Address(), "http://")
+	m := &mover{next: http.DefaultTransport, real: real, bucket: 1, atNewHost: map[string]int{}}
+	c2, err := client.New(real, client.WithHTTPClient(&http.Client{Transport: m}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := c2.Table(ctx, "demo", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{keyFor(t, tbl, 0), keyFor(t, tbl, 1)}
+	w, err := tbl.NewAppendWriter(ctx, client.DeliveryTimeout(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(from, to int64) {
+		t.Helper()
+		for v := from; v < to; v++ {
+			for _, k := range keys {
+				w.Append(ctx, record.Row{v, k})
+			}
+		}
+		if err := w.Flush(ctx); err != nil {
+			t.Fatalf("flush rows %d..%d: %v", from, to-1, err)
+		}
+	}
+	write(0, 10)
+	m.move()
+	write(10, 20)
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := m.servedByNewLeader("ProduceLog"); n == 0 {
+		t.Error("no ProduceLog went to the new leader")
+	}
+
+	sc, err := tbl.NewLogScanner(client.MaxWait(20 * time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b := range int32(2) {
+		if err := sc.Subscribe(ctx, b, client.Earliest()); err != nil {
+			t.Fatalf("subscribe bucket %d: %v", b, err)
+		}
+	}
+	got := map[int32][]int64{}
+	for len(got[0])+len(got[1]) < 40 {
+		fs, err := sc.Poll(ctx)
+		if err != nil {
+			t.Fatalf("poll: %v", err)
+		}
+		for _, r := range fs.Records() {
+			got[r.Bucket] = append(got[r.Bucket], r.Row[0].(int64))
+		}
+		fs.Release()
+	}
+	for b, vs := range got {
+		for i, v := range vs {
+			if v != int64(i) {
+				t.Fatalf("bucket %d holds %v, want 0..19 once each in order", b, vs)
+			}
+		}
+	}
+	if n := m.servedByNewLeader("FetchLog"); n == 0 {
+		t.Error("no FetchLog went to the new leader")
+	}
+	if n := m.servedByNewLeader("ListOffsets"); n == 0 {
+		t.Error("no ListOffsets went to the new leader")
+	}
+}
