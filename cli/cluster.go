@@ -14,7 +14,7 @@ func newClusterCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "cluster", Short: "Inspect the cluster"}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "describe",
-		Short: "Show the nodes, their roles and the metadata group",
+		Short: "Show each node: addresses, alive, version, rack and roles (voter, Raft leader, coordinator)",
 		Args:  exactArgs(0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
@@ -36,13 +36,21 @@ func newClusterCmd(g *globals) *cobra.Command {
 				}
 				fmt.Fprintln(g.out)
 				t = newTable(g.out)
-				t.row("NODE", "API", "RAFT", "ROLES")
+				t.row("NODE", "API", "RAFT", "GOSSIP", "ALIVE", "VERSION", "RACK", "ROLES")
 				for _, n := range resp.Nodes {
-					t.row(n.Id, orDash(n.ApiAddress), orDash(n.RaftAddress), strings.Join(n.Roles, ","))
+					t.row(n.Id, orDash(n.ApiAddress), orDash(n.RaftAddress), orDash(n.GossipAddress), yesNo(n.Alive),
+						orDash(n.Version), orDash(n.Rack), strings.Join(n.Roles, ","))
 				}
 				return t.flush()
 			})
 		},
 	})
 	return cmd
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }

@@ -216,6 +216,7 @@ func (h *adminHandler) DescribeCluster(context.Context, *connect.Request[stromv1
 		n.ApiAddress = apiAddress(ts.Registration)
 		n.Roles = append(n.Roles, "tablet-server")
 		n.Alive = true // registered under a live session
+		n.Rack = ts.Registration.Rack
 	}
 	// Until membership tells every node's version, only this node's is known.
 	node(s.cfg.NodeID).Version = Version
