@@ -2,8 +2,11 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
+	"strom/raftmeta"
 	"strom/server/coordinator"
 )
 
@@ -40,7 +43,7 @@ func (s *Server) controlledShutdown(ctx context.Context) {
 	if id == 0 {
 		return // never registered
 	}
-	if err := s.meta.CloseSession(ctx, id); err != nil {
+	if err := s.closeSession(ctx, id); err != nil {
 		s.lg.Warn("controlled shutdown: could not close the metadata session; it will expire, and the coordinator move leaders then", "err", err)
 		return
 	}
@@ -75,4 +78,23 @@ func (s *Server) transferMetadataLeadership() error {
 	}
 	s.lg.Info("controlled shutdown: metadata leadership handed to another voter")
 	return nil
+}
+
+// closeSession closes the node's metadata session, trying again while the
+// metadata leadership is changing (as just after a transfer).
+func (s *Server) closeSession(ctx context.Context, id int64) error {
+	for {
+		err := s.meta.CloseSession(ctx, id)
+		switch {
+		case err == nil, errors.Is(err, raftmeta.ErrSessionExpired):
+			return nil // closed, perhaps by an earlier try that lost its answer
+		case !errors.Is(err, raftmeta.ErrNotLeader):
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
