@@ -38,6 +38,11 @@ type Config struct {
 	// RaftAdvertise is the Raft address other nodes dial (raft.advertise);
 	// derived from RaftListen like Advertise.
 	RaftAdvertise string
+	// SourceIP is the local IP the node's connections to other nodes (Raft,
+	// forwarding, node-to-node calls) are made from (node.source-ip; empty:
+	// the OS's choice). A test harness gives each node its own loopback IP
+	// so that a proxy between the nodes can tell them apart.
+	SourceIP string
 	// ClusterID, when set, must match the cluster the data directory belongs
 	// to (cluster.id). Empty accepts any.
 	ClusterID string
@@ -392,6 +397,8 @@ func Keys() []Key {
 			func(c *Config) *string { return &c.RaftListen }),
 		stringKey("raft.advertise", "raft-advertise", "Raft address other nodes dial",
 			func(c *Config) *string { return &c.RaftAdvertise }),
+		stringKey("node.source-ip", "", "local IP that connections to other nodes are made from (empty: the OS's choice)",
+			func(c *Config) *string { return &c.SourceIP }),
 		stringKey("gossip.listen", "gossip-listen", "membership (gossip) address, TCP and UDP",
 			func(c *Config) *string { return &c.GossipListen }),
 		stringKey("gossip.advertise", "gossip-advertise", "gossip address other nodes are told to use",
@@ -575,6 +582,9 @@ func (c Config) Validate() error {
 		if _, port, err := net.SplitHostPort(a.addr); err != nil || port == "" {
 			bad(a.key, "want host:port or :port, got %q", a.addr)
 		}
+	}
+	if c.SourceIP != "" && net.ParseIP(c.SourceIP) == nil {
+		bad("node.source-ip", "want an IP address, got %q", c.SourceIP)
 	}
 	if c.Listen != "" && c.Listen == c.RaftListen {
 		bad("raft.listen", "must differ from api.listen (both are %q)", c.Listen)

@@ -155,6 +155,7 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 	mcfg.Dir = filepath.Join(cfg.DataDir, "raft")
 	mcfg.BindAddr = cfg.RaftListen
 	mcfg.AdvertiseAddr = advertised(cfg.RaftListen, cfg.RaftAdvertise)
+	mcfg.SourceIP = cfg.SourceIP
 	mcfg.Logger = s.lg
 	// The group is bootstrapped (or joined) through the gossip, in
 	// register; the leader's autopilot follows the gossip's view.
@@ -415,6 +416,27 @@ func (s *Server) apiAddrOf(nodeID string) string {
 	}
 	return ""
 }
+
+// IsCoordinator reports whether this node leads the metadata group and has
+// taken office as the coordinator.
+func (s *Server) IsCoordinator() bool {
+	return s.meta != nil && s.meta.IsLeader() && s.coord.Epoch() > 0
+}
+
+// MetadataLeader returns the node id of the metadata group's leader as this
+// node knows it, 0 when it knows none.
+func (s *Server) MetadataLeader() int32 {
+	if s.meta == nil {
+		return 0
+	}
+	id, _ := s.meta.Leader()
+	n, _ := strconv.ParseInt(id, 10, 32)
+	return int32(n)
+}
+
+// Metadata returns the node's metadata replica, for harnesses and tests
+// that look at the cluster from inside.
+func (s *Server) Metadata() *raftmeta.Node { return s.meta }
 
 // Addr returns the advertised API address.
 func (s *Server) Addr() string { return s.apiAddr }

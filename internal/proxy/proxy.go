@@ -292,6 +292,58 @@ func (n *Network) Partition(groups ...[]string) {
 	}
 }
 
+// nodes returns the names of the nodes. n.mu must be held.
+func (n *Network) nodesLocked() []string {
+	var names []string
+	for _, name := range n.mu.names {
+		names = append(names, name)
+	}
+	return names
+}
+
+// Isolate cuts every link between node name and the other nodes, both
+// ways. Clients still reach it.
+func (n *Network) Isolate(name string) {
+	n.mu.Lock()
+	others := n.nodesLocked()
+	n.mu.Unlock()
+	for _, o := range others {
+		if o != name {
+			n.CutBoth(name, o)
+		}
+	}
+}
+
+// Isolated reports whether every link between node name and the other
+// nodes is cut both ways.
+func (n *Network) Isolated(name string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, o := range n.nodesLocked() {
+		if o != name && (!n.mu.cut[link{name, o}] || !n.mu.cut[link{o, name}]) {
+			return false
+		}
+	}
+	return true
+}
+
+// Rejoin restores every link of node name (and removes their delays),
+// leaving the others' cuts as they are.
+func (n *Network) Rejoin(name string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for l := range n.mu.cut {
+		if l.from == name || l.to == name {
+			delete(n.mu.cut, l)
+		}
+	}
+	for l := range n.mu.delay {
+		if l.from == name || l.to == name {
+			delete(n.mu.delay, l)
+		}
+	}
+}
+
 // Heal restores every link and removes every delay.
 func (n *Network) Heal() {
 	n.mu.Lock()

@@ -1,0 +1,405 @@
+// Package testcluster runs a Strom cluster of N nodes in one test process,
+// on loopback, with shortened timings, and every node-to-node path (Raft,
+// gossip, forwarding and other node-to-node calls) through a proxy the test
+// controls (internal/proxy): WaitLeader, Kill, Restart, Partition, Heal.
+//
+// Each node has its own loopback IP (127.a.b.10+i, a and b random per
+// cluster, so clusters of parallel tests do not meet), makes its
+// node-to-node connections from it, listens on private ports, and
+// advertises the ports of its proxies. Clients (the test) connect from
+// 127.0.0.1 and are never cut by a partition.
+package testcluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"strom/client"
+	"strom/internal/proxy"
+	"strom/server"
+)
+
+// Options shape a cluster; the zero value is three nodes.
+type Options struct {
+	// Nodes is the cluster's size at start (default 3).
+	Nodes int
+	// Configure, when set, adjusts node i's (1-based) configuration after
+	// the harness has filled in addresses and timings.
+	Configure func(i int, cfg *server.Config)
+	// Verbose sends the nodes' logs to t.Log; otherwise only warnings and
+	// errors are logged.
+	Verbose bool
+}
+
+// Cluster is a running test cluster. Its methods are safe for concurrent
+// use, except that a node must not be killed and restarted at once.
+type Cluster struct {
+	t      testing.TB
+	net    *proxy.Network
+	nodes  []*Node
+	secret string
+	opts   Options
+}
+
+// Node is one member of the cluster.
+type Node struct {
+	// ID is the node id (1-based).
+	ID int32
+	// Name names the node in the proxy ("n1").
+	Name string
+	// IP is the node's loopback IP.
+	IP string
+	// API is the advertised API address (through the proxy).
+	API string
+
+	c   *Cluster
+	cfg server.Config
+
+	mu  sync.Mutex
+	srv *server.Server // nil while down
+}
+
+// New starts a cluster of opts.Nodes nodes at once, each with
+// cluster.bootstrap-expect set to that count, and waits until every node is
+// ready. The cluster is stopped when the test ends.
+func New(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	if opts.Nodes == 0 {
+		opts.Nodes = 3
+	}
+	c := &Cluster{t: t, opts: opts, net: proxy.New(testLogger(t, "proxy", opts.Verbose))}
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	c.secret = base64.StdEncoding.EncodeToString(key)
+	t.Cleanup(c.close)
+
+	prefix := fmt.Sprintf("127.%d.%d.", 1+mrand.IntN(250), 1+mrand.IntN(250))
+	for i := 1; i <= opts.Nodes; i++ {
+		c.nodes = append(c.nodes, c.newNode(i, prefix+strconv.Itoa(10+i)))
+	}
+	var joins []string
+	for _, n := range c.nodes {
+		joins = append(joins, n.cfg.GossipAdvertise)
+	}
+	for _, n := range c.nodes {
+		n.cfg.Join = joins
+	}
+	errs := make(chan error, len(c.nodes))
+	for _, n := range c.nodes {
+		go func() { errs <- n.start() }()
+	}
+	for range c.nodes {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+// newNode configures node i on ip, with its proxies listening.
+func (c *Cluster) newNode(i int, ip string) *Node {
+	t := c.t
+	n := &Node{ID: int32(i), Name: "n" + strconv.Itoa(i), IP: ip, c: c}
+	c.net.AddNode(n.Name, ip)
+	cfg := server.DefaultConfig()
+	cfg.NodeID = n.ID
+	cfg.DataDir = filepath.Join(t.TempDir(), n.Name)
+	cfg.ClusterSecret = c.secret
+	cfg.BootstrapExpect = c.opts.Nodes
+	cfg.SourceIP = ip
+	cfg.SessionTimeout = 3 * time.Second
+	cfg.ShutdownTimeout = 5 * time.Second
+	cfg.SegmentVerifyRate = 0
+	cfg.ServerStabilizationTime = time.Second
+	cfg.DeadVoterGrace = 3 * time.Second
+
+	var err error
+	cfg.Listen, cfg.Advertise, err = c.forward(n, "tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.RaftListen, cfg.RaftAdvertise, err = c.forward(n, "tcp"); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.GossipListen, cfg.GossipAdvertise, err = c.forward(n, "tcp+udp"); err != nil {
+		t.Fatal(err)
+	}
+	n.API = cfg.Advertise
+	if c.opts.Configure != nil {
+		c.opts.Configure(i, &cfg)
+	}
+	n.cfg = cfg
+	return n
+}
+
+// forward picks a private port for node n and a proxy port forwarding to
+// it, for TCP or for TCP and UDP on the same port (gossip).
+func (c *Cluster) forward(n *Node, proto string) (private, public string, err error) {
+	udp := proto == "tcp+udp"
+	if private, err = freePort(n.IP, udp); err != nil {
+		return "", "", err
+	}
+	for range 20 {
+		var addr string
+		if addr, err = c.net.ForwardTCP(n.Name, n.IP+":0", private); err != nil {
+			return "", "", err
+		}
+		if !udp {
+			return private, addr, nil
+		}
+		if _, err = c.net.ForwardUDP(n.Name, addr, private); err == nil {
+			return private, addr, nil
+		}
+		// The UDP port is taken: that TCP forwarder stays unused.
+	}
+	return "", "", fmt.Errorf("testcluster: no free TCP+UDP port on %s: %w", n.IP, err)
+}
+
+// freePort returns ip:port of a port free now (for TCP, and UDP too when
+// udp is set).
+func freePort(ip string, udp bool) (string, error) {
+	for range 20 {
+		ln, err := net.Listen("tcp", ip+":0")
+		if err != nil {
+			return "", err
+		}
+		addr := ln.Addr().String()
+		if !udp {
+			ln.Close()
+			return addr, nil
+		}
+		pc, err := net.ListenPacket("udp", addr)
+		ln.Close()
+		if err == nil {
+			pc.Close()
+			return addr, nil
+		}
+	}
+	return "", fmt.Errorf("testcluster: no free port on %s", ip)
+}
+
+func (n *Node) start() error {
+	lg := testLogger(n.c.t, n.Name, n.c.opts.Verbose)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	srv, err := server.Start(ctx, n.cfg, lg)
+	if err != nil {
+		return fmt.Errorf("start node %d: %w", n.ID, err)
+	}
+	n.mu.Lock()
+	n.srv = srv
+	n.mu.Unlock()
+	return nil
+}
+
+// Server returns the node's server, nil while it is down.
+func (n *Node) Server() *server.Server {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.srv
+}
+
+// Config returns the node's configuration.
+func (n *Node) Config() server.Config { return n.cfg }
+
+// Nodes returns the nodes, in id order (down ones included).
+func (c *Cluster) Nodes() []*Node { return c.nodes }
+
+// Node returns the node of id i (1-based).
+func (c *Cluster) Node(i int) *Node { return c.nodes[i-1] }
+
+// Net is the proxy between the nodes, for faults this package does not name.
+func (c *Cluster) Net() *proxy.Network { return c.net }
+
+// Servers is the comma list of every node's advertised API address, a
+// client's bootstrap list.
+func (c *Cluster) Servers() string {
+	var addrs []string
+	for _, n := range c.nodes {
+		addrs = append(addrs, n.API)
+	}
+	return strings.Join(addrs, ",")
+}
+
+// Client returns a client bootstrapped with every node.
+func (c *Cluster) Client(opts ...client.Option) *client.Client {
+	c.t.Helper()
+	cl, err := client.New(c.Servers(), opts...)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return cl
+}
+
+// Leader returns a node, not cut off by the proxy, that is the metadata
+// (Raft) leader and has taken office as the coordinator, or nil. (A node cut
+// off may still believe it leads, until its leader lease runs out.)
+func (c *Cluster) Leader() *Node {
+	for _, n := range c.nodes {
+		if s := n.Server(); s != nil && s.IsCoordinator() && !c.isolated(n) {
+			return n
+		}
+	}
+	return nil
+}
+
+// WaitLeader waits until a live node not cut off is the Raft leader and has
+// taken office as the coordinator, and every live node not cut off knows
+// that leader.
+func (c *Cluster) WaitLeader(ctx context.Context) (*Node, error) {
+	for {
+		if l := c.Leader(); l != nil && c.allFollow(l) {
+			return l, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("testcluster: no coordinator: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// allFollow reports whether every live node, but for those cut off by the
+// proxy, names l as the Raft leader.
+func (c *Cluster) allFollow(l *Node) bool {
+	for _, n := range c.nodes {
+		s := n.Server()
+		if s == nil || c.isolated(n) {
+			continue
+		}
+		if s.MetadataLeader() != l.ID {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *Cluster) isolated(n *Node) bool { return len(c.nodes) > 1 && c.net.Isolated(n.Name) }
+
+// Kill takes node i down abruptly, as a crash would: it is cut off from the
+// others first, so nothing it does on its way down (closing its session,
+// handing over leadership) reaches them, then stopped, then its links are
+// restored for a Restart. Its session expires on the leader after its
+// timeout, as a dead node's does.
+func (c *Cluster) Kill(i int) {
+	c.t.Helper()
+	n := c.Node(i)
+	srv := n.Server()
+	if srv == nil {
+		c.t.Fatalf("testcluster: node %d is already down", i)
+	}
+	c.net.Isolate(n.Name)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // no time for a controlled shutdown
+	_ = srv.Stop(ctx)
+	n.mu.Lock()
+	n.srv = nil
+	n.mu.Unlock()
+	c.net.Rejoin(n.Name)
+}
+
+// Stop takes node i down cleanly (a controlled shutdown, as on SIGTERM).
+func (c *Cluster) Stop(i int) {
+	c.t.Helper()
+	n := c.Node(i)
+	srv := n.Server()
+	if srv == nil {
+		c.t.Fatalf("testcluster: node %d is already down", i)
+	}
+	if err := srv.Stop(context.Background()); err != nil {
+		c.t.Logf("testcluster: stop node %d: %v", i, err)
+	}
+	n.mu.Lock()
+	n.srv = nil
+	n.mu.Unlock()
+}
+
+// Restart starts node i again, on the same data directory and addresses,
+// and waits until it is ready.
+func (c *Cluster) Restart(i int) {
+	c.t.Helper()
+	n := c.Node(i)
+	if n.Server() != nil {
+		c.t.Fatalf("testcluster: node %d is running", i)
+	}
+	if err := n.start(); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// Partition cuts every link between nodes (by id) of different groups,
+// both ways; Heal restores them.
+func (c *Cluster) Partition(groups ...[]int) {
+	var names [][]string
+	for _, g := range groups {
+		var ns []string
+		for _, i := range g {
+			ns = append(ns, c.Node(i).Name)
+		}
+		names = append(names, ns)
+	}
+	c.net.Partition(names...)
+}
+
+// Heal restores every link.
+func (c *Cluster) Heal() { c.net.Heal() }
+
+func (c *Cluster) close() {
+	var wg sync.WaitGroup
+	for _, n := range c.nodes {
+		if srv := n.Server(); srv != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				_ = srv.Stop(ctx)
+			}()
+		}
+	}
+	wg.Wait()
+	c.net.Close()
+}
+
+// testLogger writes a node's logs through t.Log (warnings and errors only
+// unless verbose), and nothing once the test has ended.
+func testLogger(t testing.TB, name string, verbose bool) *slog.Logger {
+	lvl := slog.LevelWarn
+	if verbose {
+		lvl = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(&tLogWriter{t: t}, &slog.HandlerOptions{Level: lvl})).With("node", name)
+}
+
+type tLogWriter struct {
+	t    testing.TB
+	mu   sync.Mutex
+	done bool
+}
+
+func (w *tLogWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		func() {
+			defer func() {
+				if recover() != nil { // logged after the test ended
+					w.done = true
+				}
+			}()
+			w.t.Log(strings.TrimRight(string(p), "\n"))
+		}()
+	}
+	return len(p), nil
+}
