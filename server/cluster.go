@@ -33,6 +33,7 @@ func (s *Server) startMembership(secret []byte) error {
 		BindAddr:      cfg.GossipListen,
 		AdvertiseAddr: advertisedIfSet(cfg.GossipListen, cfg.GossipAdvertise),
 		Join:          cfg.Join,
+		SourceIP:      cfg.SourceIP,
 		SecretKey:     secret,
 		SecretKeyName: "cluster.secret",
 		OnEvent:       s.onMemberEvent,

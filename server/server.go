@@ -434,6 +434,16 @@ func (s *Server) MetadataLeader() int32 {
 	return int32(n)
 }
 
+// peerDialer is how this node connects to other nodes: from node.source-ip
+// when set.
+func (s *Server) peerDialer() *net.Dialer {
+	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	if s.cfg.SourceIP != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(s.cfg.SourceIP)}
+	}
+	return d
+}
+
 // Metadata returns the node's metadata replica, for harnesses and tests
 // that look at the cluster from inside.
 func (s *Server) Metadata() *raftmeta.Node { return s.meta }

@@ -109,6 +109,13 @@ func TestPartitionedCoordinatorIsFenced(t *testing.T) {
 	if _, err := createTable(ctx, nl, "fluss", "during_partition", 1, 1); err != nil {
 		t.Fatalf("create a table on the majority's coordinator: %v", err)
 	}
+	// The old node cannot change the catalog while cut off (no split brain).
+	cut, cancel := context.WithTimeout(ctx, 3*time.Second)
+	_, err = createTable(cut, old, "fluss", "on_the_old_side", 1, 1)
+	cancel()
+	if err == nil {
+		t.Fatal("the partitioned old coordinator created a table")
+	}
 	_, newEpoch, _, err := catalog.New(nl.Server().Metadata()).Coordinator()
 	if err != nil || newEpoch <= oldEpoch {
 		t.Fatalf("new coordinator epoch %d, old %d (%v)", newEpoch, oldEpoch, err)
@@ -125,11 +132,15 @@ func TestPartitionedCoordinatorIsFenced(t *testing.T) {
 		t.Fatalf("a write fenced by the old epoch: %v, want a bad-version refusal", err)
 	}
 	for _, n := range c.Nodes() {
-		if err := n.Server().Metadata().Sync(ctx); err != nil {
+		meta := n.Server().Metadata()
+		if err := meta.Sync(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := n.Server().Metadata().Exists(probe); !errors.Is(err, raftmeta.ErrNoNode) {
+		if _, err := meta.Exists(probe); !errors.Is(err, raftmeta.ErrNoNode) {
 			t.Fatalf("node %d has the fenced write's znode (%v)", n.ID, err)
+		}
+		if _, err := catalog.New(meta).Table("fluss", "on_the_old_side"); err == nil {
+			t.Fatalf("node %d has the table the old coordinator was asked to create", n.ID)
 		}
 	}
 }

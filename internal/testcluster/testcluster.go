@@ -27,6 +27,7 @@ import (
 
 	"strom/client"
 	"strom/internal/proxy"
+	"strom/raftmeta/membership"
 	"strom/server"
 )
 
@@ -50,6 +51,7 @@ type Cluster struct {
 	nodes  []*Node
 	secret string
 	opts   Options
+	dir    string // holds the nodes' data directories
 }
 
 // Node is one member of the cluster.
@@ -78,7 +80,9 @@ func New(t testing.TB, opts Options) *Cluster {
 	if opts.Nodes == 0 {
 		opts.Nodes = 3
 	}
-	c := &Cluster{t: t, opts: opts, net: proxy.New(testLogger(t, "proxy", opts.Verbose))}
+	// The data directories' removal is registered first, so it runs after
+	// the nodes are stopped (cleanups run last registered first).
+	c := &Cluster{t: t, opts: opts, dir: t.TempDir(), net: proxy.New(testLogger(t, "proxy", opts.Verbose))}
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	c.secret = base64.StdEncoding.EncodeToString(key)
@@ -114,7 +118,7 @@ func (c *Cluster) newNode(i int, ip string) *Node {
 	c.net.AddNode(n.Name, ip)
 	cfg := server.DefaultConfig()
 	cfg.NodeID = n.ID
-	cfg.DataDir = filepath.Join(t.TempDir(), n.Name)
+	cfg.DataDir = filepath.Join(c.dir, n.Name)
 	cfg.ClusterSecret = c.secret
 	cfg.BootstrapExpect = c.opts.Nodes
 	cfg.SourceIP = ip
@@ -123,6 +127,7 @@ func (c *Cluster) newNode(i int, ip string) *Node {
 	cfg.SegmentVerifyRate = 0
 	cfg.ServerStabilizationTime = time.Second
 	cfg.DeadVoterGrace = 3 * time.Second
+	cfg.GossipTimings = membership.LocalTimings()
 
 	var err error
 	cfg.Listen, cfg.Advertise, err = c.forward(n, "tcp")

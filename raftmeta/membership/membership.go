@@ -73,6 +73,10 @@ type Config struct {
 	// AdvertiseAddr is the gossip address others are told to use; "" takes
 	// BindAddr's (an unspecified host as 127.0.0.1).
 	AdvertiseAddr string
+	// SourceIP is the local IP this node's gossip TCP connections are made
+	// from (UDP goes out from BindAddr); empty lets the OS choose. See
+	// raftmeta.Config.SourceIP.
+	SourceIP string
 	// Join lists gossip addresses of members to join; any one answering is
 	// enough. They are tried in the background, with backoff, until one
 	// answers. This node's own address is skipped.
@@ -232,7 +236,19 @@ func Start(cfg Config) (*Membership, error) {
 	mc.Merge = (*delegate)(m)
 	mc.Alive = (*delegate)(m)
 	mc.Logger = newMemberlistLogger(lg, cfg.secretName())
+	if cfg.SourceIP != "" {
+		nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{
+			BindAddrs: []string{host}, BindPort: port, Logger: mc.Logger,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("membership: listen on %s (TCP and UDP): %w", net.JoinHostPort(host, strconv.Itoa(port)), err)
+		}
+		mc.Transport = &sourceTransport{NetTransport: nt, source: &net.TCPAddr{IP: net.ParseIP(cfg.SourceIP)}}
+	}
 	if m.list, err = memberlist.Create(mc); err != nil {
+		if mc.Transport != nil {
+			_ = mc.Transport.Shutdown()
+		}
 		return nil, fmt.Errorf("membership: listen on %s (TCP and UDP): %w", net.JoinHostPort(host, strconv.Itoa(port)), err)
 	}
 	lg.Info("gossip started", "addr", cfg.Self.Gossip, "encrypted", cfg.SecretKey != nil)
@@ -517,4 +533,22 @@ func (d *delegate) check(p *memberlist.Node) error {
 			ErrClusterMismatch, meta.ID, p.Address(), meta.ClusterID, own)
 	}
 	return nil
+}
+
+// sourceTransport is memberlist's transport with TCP dialed from a chosen
+// local IP.
+type sourceTransport struct {
+	*memberlist.NetTransport
+	source *net.TCPAddr
+}
+
+// DialTimeout implements memberlist.Transport.
+func (t *sourceTransport) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
+	return t.DialAddressTimeout(memberlist.Address{Addr: addr}, timeout)
+}
+
+// DialAddressTimeout implements memberlist.NodeAwareTransport.
+func (t *sourceTransport) DialAddressTimeout(a memberlist.Address, timeout time.Duration) (net.Conn, error) {
+	d := net.Dialer{Timeout: timeout, LocalAddr: t.source}
+	return d.Dial("tcp", a.Addr)
 }
