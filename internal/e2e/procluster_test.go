@@ -77,14 +77,6 @@ func (c *procCluster) start(n int) {
 	}
 }
 
-func (c *procCluster) servers() string {
-	var addrs []string
-	for _, id := range c.ids() {
-		addrs = append(addrs, c.nodes[id].api)
-	}
-	return strings.Join(addrs, ",")
-}
-
 func (c *procCluster) ids() []int {
 	var ids []int
 	for id := range c.nodes {
