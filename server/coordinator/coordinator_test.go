@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,14 +14,23 @@ import (
 	"strom/record"
 )
 
-// startCoordinator runs a coordinator and waits until it is in office.
-func startCoordinator(t *testing.T, meta *raftmeta.Node, cfg Config) *Coordinator {
+// runCoordinator runs a coordinator until stop is called or the test ends.
+func runCoordinator(t *testing.T, meta *raftmeta.Node, cfg Config) (c *Coordinator, stop func()) {
 	t.Helper()
-	c := New(withDefaults(t, cfg), meta)
+	c = New(withDefaults(t, cfg), meta)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return c, stop
+}
+
+// startCoordinator runs a coordinator and waits until it is in office.
+func startCoordinator(t *testing.T, meta *raftmeta.Node, cfg Config) *Coordinator {
+	t.Helper()
+	c, _ := runCoordinator(t, meta, cfg)
 	waitFor(t, "coordinator in office", func() bool { return c.Epoch() > 0 })
 	return c
 }

@@ -168,15 +168,11 @@ func TestUncleanElectionOnlyWhereTheTableAllowsIt(t *testing.T) {
 func TestNewTermElectsForNodesThatDiedWithoutACoordinator(t *testing.T) {
 	meta := metatest.NewNode(t)
 	cfg := Config{NodeID: 1, ClusterID: "c1"}
-	first := New(withDefaults(t, cfg), meta)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); first.Run(ctx) }()
+	first, stop := runCoordinator(t, meta, cfg)
 	waitFor(t, "first coordinator in office", func() bool { return first.Epoch() > 0 })
 	sessions := registerServers(t, meta, 1, 2, 3)
 	createTable(t, first, "t", 3, 3, nil)
-	cancel()
-	<-done
+	stop()
 
 	closeSession(t, meta, sessions[2]) // no coordinator in office
 	c := startCoordinator(t, meta, cfg)
@@ -277,16 +273,12 @@ func TestElect(t *testing.T) {
 func TestControlledShutdownWaitsUntilLeadershipMoved(t *testing.T) {
 	meta := metatest.NewNode(t)
 	cfg := Config{NodeID: 1, ClusterID: "c1"}
-	first := New(withDefaults(t, cfg), meta)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); first.Run(ctx) }()
+	first, stop := runCoordinator(t, meta, cfg)
 	waitFor(t, "first coordinator in office", func() bool { return first.Epoch() > 0 })
 	sessions := registerServers(t, meta, 1, 2, 3)
 	createTable(t, first, "t", 6, 3, nil)
 	createTable(t, first, "solo", 3, 1, nil) // one bucket on each node, nowhere to move
-	cancel()
-	<-done
+	stop()
 
 	// Node 1 closes its session while no coordinator is in office: its
 	// two buckets of t must move, solo's bucket on it cannot.
@@ -327,11 +319,7 @@ func TestCoordinatorFailoverElectsForTheDeadNode(t *testing.T) {
 	group := metatest.NewGroup(t, 3)
 	coords := make([]*Coordinator, len(group))
 	for i, n := range group {
-		coords[i] = New(withDefaults(t, Config{NodeID: int32(i + 1), ClusterID: "c1"}), n)
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { defer close(done); coords[i].Run(ctx) }()
-		t.Cleanup(func() { cancel(); <-done })
+		coords[i], _ = runCoordinator(t, n, Config{NodeID: int32(i + 1), ClusterID: "c1"})
 	}
 	li := slices.IndexFunc(group, func(n *raftmeta.Node) bool { return n.IsLeader() })
 	if li < 0 {
