@@ -2,45 +2,68 @@
 # The reference deployment: real Apache Fluss servers (a CoordinatorServer and a TabletServer)
 # whose ZooKeeper is a Strom node's shim, checked with the real Fluss Java client.
 #
-#   scripts/fluss.sh [both|zookeeper|strom]
+#   scripts/fluss.sh [survive] [both|zookeeper|strom]
 #
 #   zookeeper  Fluss on a real ZooKeeper: a private one from scripts/zookeeper.sh (own dir, free
-#              port, stopped at exit), or STROM_ZK_ADDR when set (left running). This is the
-#              reference: when it fails, the problem is Fluss or this script, not Strom.
+#              port, stopped at exit), or STROM_ZK_ADDR when set (left running; not for survive,
+#              which restarts its ZooKeeper). This is the reference: when it fails, the problem
+#              is Fluss or this script, not Strom.
 #   strom      Fluss on Strom: `go build` the binary and start `strom server --zookeeper-listen`
 #              on free loopback ports with its own data dir; Fluss's zookeeper.address points there.
 #   both       (default) zookeeper, then strom; a summary line for each.
 #
 # Each run starts the CoordinatorServer, waits until it has registered as leader, starts
-# TabletServer 0, waits until the coordinator has seen it (its ZooKeeper child watch), then runs
-# scripts/fluss/FlussCheck.java: create a database, a log table and a primary-key table, append
-# 1000 rows and read them back (all columns, and one column projected), list offsets, upsert and
-# look up, drop. Exit 0 only when every run passed; 1 when a check failed; 2 when a server did not
-# come up or the install failed. Every process it starts is stopped by its PID from an EXIT trap.
+# TabletServer 0, waits until the coordinator has seen it (its ZooKeeper child watch). Then
+# (the default mode, check) it runs scripts/fluss/FlussCheck.java: create a database, a log table
+# and a primary-key table, append 1000 rows and read them back (all columns, and one column
+# projected), list offsets, upsert and look up, drop.
+#
+# survive: what a deployment lives through, with the Fluss servers' zookeeper.client.session-timeout
+# at SESSION_S (6) seconds; each step fails the run when it does not hold:
+#   1. restart the ZooKeeper node (the Strom node, or the private ZooKeeper) under the running
+#      servers, with SIGTERM and then SIGKILL, same port and data: both servers reconnect (their
+#      ZooKeeper client logs the session established again), FlussCheck passes, and once the
+#      sessions are 3 timeouts old and the last restart a timeout + margin ago, the ephemeral
+#      owners of /coordinators/active and /tabletservers/ids/0 are the sessions they were before
+#      (scripts/fluss/zkprobe.py reads them), Curator logged no LOST, and every server runs;
+#   2. SIGKILL TabletServer 0: /tabletservers/ids/0 is gone within the session timeout + margin
+#      (2 expiry ticks: 4 s for ZooKeeper's tickTime 2 s, 1 s for raftmeta's 0.5 s; the time is
+#      printed), the coordinator logs the failure callback; started again it registers and the
+#      coordinator sees it;
+#   3. a second CoordinatorServer started while the first holds /coordinators/active retries
+#      (Fluss 0.9.1 has no standby election: it retries the ephemeral create every 3 s for 60 s);
+#      SIGKILL the first: the second registers once the first's session expired (time printed),
+#      and FlussCheck against it passes.
+#
+# Exit 0 only when every run passed; 1 when a check failed; 2 when a server did not come up or
+# the install failed. Every process it starts is stopped by its PID from an EXIT trap.
 #
 # Install (idempotent, into $STROM_FLUSS_CACHE, default ~/.cache/strom/fluss): mvn resolves
 # org.apache.fluss:fluss-server and fluss-client $FLUSS_VERSION plus the log4j2 jars Fluss's
 # distribution ships (151 MB, ~15 s once), and javac compiles FlussCheck.java when it changes.
-# Needs Java 11+, javac, mvn, python3 (ZK_TRACE only) and, for `zookeeper`, Debian's zookeeper.
+# Needs Java 11+, javac, mvn, python3 (survive, ZK_TRACE) and, for `zookeeper`, Debian's zookeeper.
 #
-# Time on the shared 2-core box (2026-12-01): ~15 s per passing run once installed (three JVMs
-# start; the cluster is ready in ~6 s), plus ~12 s for the first mvn resolve; a CoordinatorServer
-# that cannot keep its ZooKeeper session exits after ~45 s, one that hangs fails after the 90 s
-# readiness timeout. scripts/test.sh (so CI) runs `both`, against its private ZooKeeper.
+# Time on the shared 2-core box (2026-12-01): check ~15-20 s per target once installed (three
+# JVMs start; the cluster is ready in ~6 s), plus ~12 s for the first mvn resolve; survive ~50 s
+# per target (two checks, the waits for session expiry). A CoordinatorServer that cannot keep its
+# ZooKeeper session exits after ~45 s, one that hangs fails after the 90 s readiness timeout.
+# scripts/test.sh (so CI) runs `both` (against its private ZooKeeper) and `survive both`.
 #
 # Env: FLUSS_VERSION (0.9.1-incubating), ROWS (1000), ZK_ROOT (zookeeper.path.root, /fluss),
-#      CS_HEAP (512m), TS_HEAP (1g), CLIENT_HEAP (512m), STROM_ZK_ADDR (an external ZooKeeper for
-#      `zookeeper`), ZK_TRACE (1: put scripts/fluss/zktrace.py between Fluss and its ZooKeeper, log
-#      every request and reply to logs/zk-trace.log and print the last exchanges before the first
-#      connection the Fluss side dropped), LOGS_OUT (copy each run's logs to LOGS_OUT/<target>),
-#      STROM_FLUSS_CACHE.
+#      SESSION_S (survive's session timeout, seconds, 6), CS_HEAP (512m), TS_HEAP (1g),
+#      CLIENT_HEAP (512m), STROM_ZK_ADDR (an external ZooKeeper for `zookeeper`), ZK_TRACE (1: put
+#      scripts/fluss/zktrace.py between Fluss and its ZooKeeper, log every request and reply to
+#      logs/zk-trace.log, print the largest request Fluss sent and the last exchanges before the
+#      first connection the Fluss side dropped), LOGS_OUT (copy each run's logs to
+#      LOGS_OUT/<target>), STROM_FLUSS_CACHE.
 set -Eeuo pipefail
 
+MODE=check; [ "${1:-}" != survive ] || { MODE=survive; shift; }
 TARGETS=${1:-both}
 case $TARGETS in both) TARGETS="zookeeper strom" ;; zookeeper|strom) ;;
-  *) echo "usage: $0 [both|zookeeper|strom]" >&2; exit 2 ;; esac
+  *) echo "usage: $0 [survive] [both|zookeeper|strom]" >&2; exit 2 ;; esac
 FLUSS_VERSION=${FLUSS_VERSION:-0.9.1-incubating}; LOG4J_VERSION=2.25.4; SLF4J_VERSION=1.7.36
-ROWS=${ROWS:-1000}; ZK_ROOT=${ZK_ROOT:-/fluss}
+ROWS=${ROWS:-1000}; ZK_ROOT=${ZK_ROOT:-/fluss}; SESSION_S=${SESSION_S:-6}
 CS_HEAP=${CS_HEAP:-512m}; TS_HEAP=${TS_HEAP:-1g}; CLIENT_HEAP=${CLIENT_HEAP:-512m}
 CACHE=${STROM_FLUSS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/strom/fluss}
 FDIR=$CACHE/$FLUSS_VERSION; LIBS=$FDIR/libs
@@ -102,7 +125,13 @@ CLIENT_CP="$CLASSES:$(jar fluss-client):$L4J:$(jar slf4j-api)"
 # --- processes ----------------------------------------------------------------------------------
 SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/strom-fluss.XXXXXX")
 PIDS=()  # started this run, in start order; stopped in reverse
+declare -A PID_OF=() # NAME -> its PID in PIDS
 ZK_DIR=  # set while a private ZooKeeper of scripts/zookeeper.sh runs
+track() { # NAME PID: PID is NAME now, in NAME's place in the stop order when it ran before
+  local i
+  for i in "${!PIDS[@]}"; do [ "${PIDS[$i]}" != "${PID_OF[$1]:-}" ] || { PIDS[$i]=$2; PID_OF[$1]=$2; return; }; done
+  PIDS+=("$2"); PID_OF[$1]=$2
+}
 stop_all() {
   local i p
   for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
@@ -111,7 +140,7 @@ stop_all() {
     for _ in $(seq 60); do alive "$p" || break; sleep 0.5; done
     kill -9 "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true
   done
-  PIDS=()
+  PIDS=(); PID_OF=()
   if [ -n "$ZK_DIR" ]; then STROM_ZK_DIR=$ZK_DIR "$ROOT/scripts/zookeeper.sh" stop 2>/dev/null || true; ZK_DIR=; fi
 }
 trap 'stop_all; rm -rf "$SCRATCH"' EXIT
@@ -131,7 +160,7 @@ L4JOPT=(-Dlog4j.configurationFile="file:$SCRATCH/log4j2.properties" -Dlog4j2.shu
 
 # why each Fluss server's ZooKeeper client dropped a connection, then its first ERRORs
 server_errors() {
-  local f; for f in "$WORK"/logs/coordinator.log "$WORK"/logs/tablet.log; do
+  local f; for f in "$WORK"/logs/coordinator*.log "$WORK"/logs/tablet*.log; do
     [ -f "$f" ] || continue
     { grep -m 1 -A 4 -E 'WARN  ClientCnxn .*Closing socket connection' "$f" || true
       grep -m 2 -A 1 -E ' ERROR | FATAL ' "$f" || true; } | grep -v '^--$' | sed "s|^|  $(basename "$f"): |" | cut -c1-300
@@ -146,6 +175,12 @@ zk_trace_summary() {
     END { s = n > 8 ? n - 8 : 0; printf "  zk trace: connection %s closed by the Fluss side after:\n", c
           for (i = s; i < n; i++) { x = l[i]; sub(/^[^ ]+ [^ ]+ /, "", x); printf "    %s\n", x } }' "$t"
 }
+# the largest request packet in the trace (length prefix excluded), its op and path
+largest_request() {
+  awk '$3 == "C>" && $NF ~ /^len=/ { n = substr($NF, 5) + 0
+      if (n > m) { m = n; w = $5; if ($6 !~ /^len=/) w = w " " $6 } }
+    END { if (m) printf "%d bytes (%s)", m, w }' "$WORK/logs/zk-trace.log"
+}
 # FAILED WHY: print the evidence and end this run (the summary line comes from the caller)
 report_failure() {
   local f
@@ -156,34 +191,48 @@ report_failure() {
   WHY=$1; log "$TARGET: $1"
 }
 
-# ZooKeeper for TARGET: sets ZK_ADDR and ZK_DESC
+# ZooKeeper for TARGET: sets ZK_ADDR and ZK_DESC. survive needs a ZooKeeper it can restart: its own.
 start_zookeeper() {
   if [ "$TARGET" = zookeeper ]; then
-    if [ -n "${STROM_ZK_ADDR:-}" ]; then ZK_ADDR=$STROM_ZK_ADDR; ZK_DESC="ZooKeeper at $ZK_ADDR"; return; fi
+    if [ -n "${STROM_ZK_ADDR:-}" ] && [ "$MODE" = check ]; then ZK_ADDR=$STROM_ZK_ADDR; ZK_DESC="ZooKeeper at $ZK_ADDR"; return; fi
     ZK_DIR=$WORK/zookeeper
-    ZK_ADDR=$(STROM_ZK_DIR=$ZK_DIR "$ROOT/scripts/zookeeper.sh" start) || { report_failure "scripts/zookeeper.sh start failed"; return 1; }
+    ZK_ADDR=$(STROM_ZK_DIR=$ZK_DIR "$ROOT/scripts/zookeeper.sh" start 2>> "$WORK/logs/zookeeper.out") || { report_failure "scripts/zookeeper.sh start failed"; return 1; }
     ZK_DESC="ZooKeeper $(dpkg-query -W -f '${Version}' zookeeper 2>/dev/null || echo '?') at $ZK_ADDR"
     return
   fi
   log "go build strom"
   (cd "$ROOT" && go build -o "$WORK/strom" .) || { report_failure "go build failed"; return 1; }
-  local api raft zk i
-  api=$(free_port); raft=$(free_port); zk=$(free_port)
+  STROM_PORTS="$(free_port) $(free_port) $(free_port)"
+  start_strom || return 1
+  ZK_ADDR=127.0.0.1:${STROM_PORTS##* }; ZK_DESC="Strom $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null)$(cd "$ROOT" && git diff --quiet HEAD 2>/dev/null || echo '+local changes') shim at $ZK_ADDR"
+}
+start_strom() { # (again) on this run's ports and data dir
+  local api raft zk i; read -r api raft zk <<< "$STROM_PORTS"
   "$WORK/strom" server --data-dir "$WORK/strom-data" --listen "127.0.0.1:$api" \
-    --raft-listen "127.0.0.1:$raft" --zookeeper-listen "127.0.0.1:$zk" > "$WORK/logs/strom.log" 2>&1 &
-  PIDS+=($!)
+    --raft-listen "127.0.0.1:$raft" --zookeeper-listen "127.0.0.1:$zk" >> "$WORK/logs/strom.log" 2>&1 &
+  track strom $!
   for i in $(seq 300); do
-    [ "$(flw "$zk" ruok)" = imok ] && break
-    alive "${PIDS[-1]}" && [ "$i" -lt 300 ] || { report_failure "strom server did not answer ruok on :$zk"; return 1; }
+    [ "$(flw "$zk" ruok)" = imok ] && return 0
+    alive "${PID_OF[strom]}" && [ "$i" -lt 300 ] || { report_failure "strom server did not answer ruok on :$zk"; return 1; }
     sleep 0.1
   done
-  ZK_ADDR=127.0.0.1:$zk; ZK_DESC="Strom $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null)$(cd "$ROOT" && git diff --quiet HEAD 2>/dev/null || echo '+local changes') shim at $ZK_ADDR"
+}
+# restart_zookeeper SIGNAL: stop the ZooKeeper node (Strom, or the private ZooKeeper) with SIGNAL
+# and start it again on the same port and data
+restart_zookeeper() {
+  local pid
+  if [ "$TARGET" = strom ]; then pid=${PID_OF[strom]}; else pid=$(cat "$ZK_DIR/zookeeper.pid"); fi
+  kill -"$1" "$pid"
+  { for _ in $(seq 300); do alive "$pid" || break; sleep 0.1; done; alive "$pid" || wait "$pid" || true; } 2>/dev/null # no "Killed" from bash
+  alive "$pid" && { report_failure "the ZooKeeper node did not stop on SIG$1 within 30 s"; return 1; }
+  if [ "$TARGET" = strom ]; then start_strom || return 1
+  else STROM_ZK_DIR=$ZK_DIR "$ROOT/scripts/zookeeper.sh" start > /dev/null 2>> "$WORK/logs/zookeeper.out" || { report_failure "scripts/zookeeper.sh could not restart ZooKeeper"; return 1; }; fi
 }
 
 start_trace() { # put the tracing proxy in front of ZK_ADDR
   local port; port=$(free_port)
   python3 "$ROOT/scripts/fluss/zktrace.py" "$port" "$ZK_ADDR" "$WORK/logs/zk-trace.log" > "$WORK/logs/zktrace.out" 2>&1 &
-  PIDS+=($!)
+  track zktrace $!
   for _ in $(seq 50); do listening "$port" && break; sleep 0.1; done
   listening "$port" || { report_failure "the ZK_TRACE proxy did not start"; return 1; }
   log "ZK_TRACE: Fluss uses 127.0.0.1:$port, a tracing proxy to $ZK_ADDR"
@@ -199,60 +248,144 @@ write_conf() { # NAME PORT [EXTRA LINES]: the keys of fluss-dist's conf/server.y
     echo "default.replication.factor: 1"
     echo "data.dir: $WORK/data/$1"
     echo "remote.data.dir: $WORK/remote"
+    [ "$MODE" = check ] || echo "zookeeper.client.session-timeout: ${SESSION_S}s"
     [ $# -gt 2 ] && printf '%s\n' "${@:3}"; true; } > "$WORK/conf/$1/server.yaml"
 }
-start_fluss() { # NAME HEAP CLASS
+start_fluss() { # NAME HEAP CLASS [CONF]: a Fluss server logging to logs/NAME.log, configured by conf/CONF (NAME)
   java -Xmx"$2" -Xms"$2" "${JVM[@]}" -Djava.io.tmpdir="$WORK/tmp" "${L4JOPT[@]}" -Dlog.file="$WORK/logs/$1.log" \
-    -cp "$SERVER_CP" "$3" --configDir "$WORK/conf/$1" > "$WORK/logs/$1.out" 2>&1 &
-  PIDS+=($!)
+    -cp "$SERVER_CP" "$3" --configDir "$WORK/conf/${4:-$1}" > "$WORK/logs/$1.out" 2>&1 &
+  track "$1" $!
 }
-wait_log() { # NAME PORT PATTERN SECONDS WHAT: the port answers and the log has PATTERN
-  local pid=${PIDS[-1]} i
+count() { local n; n=$(grep -c -E "$2" "$WORK/logs/$1.log" 2>/dev/null || true); echo "${n:-0}"; } # NAME PATTERN: lines in its log
+wait_log() { # NAME PORT PATTERN SECONDS WHAT [N]: NAME's port answers and its log has PATTERN N (1) times
+  local i
   for i in $(seq $(($4 * 5))); do
-    [ -z "$2" ] || listening "$2" && grep -q -E "$3" "$WORK/logs/$1.log" 2>/dev/null && return 0
-    alive "$pid" || { report_failure "$5 exited during startup"; return 1; }
+    { [ -z "$2" ] || listening "$2"; } && [ "$(count "$1" "$3")" -ge "${6:-1}" ] && return 0
+    alive "${PID_OF[$1]}" || { report_failure "$5: $1 exited"; return 1; }
     sleep 0.2
   done
-  report_failure "$5 not ready after $4 s (no '$3' in $1.log)"; return 1
+  report_failure "$5: not after $4 s (no '$3' in $1.log)"; return 1
+}
+now() { date +%s.%N; }
+since() { awk -v t="$1" -v n="$(now)" 'BEGIN { printf "%.1f", n - t }'; } # seconds since T, 0.1 s
+later() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a > b) }'; } # A > B (seconds)
+
+# the cluster of both modes: a CoordinatorServer on CS, TabletServer 0 on TS, each seen by the other
+start_cluster() {
+  local t0; t0=$(now)
+  CS=$(free_port); TS=$(free_port)
+  write_conf coordinator "$CS"
+  start_fluss coordinator "$CS_HEAP" org.apache.fluss.server.coordinator.CoordinatorServer
+  wait_log coordinator "$CS" 'Registered leader CoordinatorAddress' 90 "the CoordinatorServer starting" || return 1
+  log "$TARGET: CoordinatorServer up on 127.0.0.1:$CS after $(since "$t0") s"
+  write_conf tablet "$TS" "tablet-server.id: 0"
+  start_tablet tablet || return 1
+  log "$TARGET: TabletServer 0 up on 127.0.0.1:$TS after $(since "$t0") s"
+}
+start_tablet() { # NAME: TabletServer 0 (conf/tablet) as NAME, until the coordinator has seen it (again)
+  local n; n=$(count coordinator 'New tablet server callback for tablet server 0')
+  start_fluss "$1" "$TS_HEAP" org.apache.fluss.server.tablet.TabletServer tablet
+  wait_log "$1" "$TS" 'Registered tablet server 0' 90 "TabletServer 0 starting" &&
+  wait_log coordinator "" 'New tablet server callback for tablet server 0' 30 \
+    "the coordinator seeing tablet server 0 (its ZooKeeper child watch)" $((n + 1))
+}
+# fluss_check BOOTSTRAP: FlussCheck against the cluster, its output indented; 1 when it fails
+fluss_check() {
+  local rc out f=$WORK/logs/check$((++CHECKS))
+  log "$TARGET: running FlussCheck against 127.0.0.1:${1##*:}"
+  ROWS=$ROWS timeout 600 java -Xmx"$CLIENT_HEAP" "${JVM[@]}" -Djava.io.tmpdir="$WORK/tmp" "${L4JOPT[@]}" \
+    -Dlog.file="$f-client.log" -cp "$CLIENT_CP" FlussCheck "$1" > "$f.out" 2> "$f.err" &
+  track check $! # waited for in the background, so a signal stops the run at once (the trap)
+  set +e; wait "${PID_OF[check]}"; rc=$?; set -e
+  sed 's/^/  /' "$f.out" >&2
+  out=$(tail -n 1 "$f.out")
+  [ $rc -eq 0 ] && [ "$out" = PASS ] || { report_failure "FlussCheck exited with $rc: ${out:-no result}"; return 1; }
+}
+all_alive() { # WHEN: every process of this run still runs
+  local n; for n in "${!PID_OF[@]}"; do
+    [ "$n" = check ] || alive "${PID_OF[$n]}" || { report_failure "$n died $1"; return 1; }; done
+}
+owners() { python3 "$ROOT/scripts/fluss/zkprobe.py" "$ZK_ADDR" owners "$ZK_ROOT/coordinators/active" "$ZK_ROOT/tabletservers/ids/0"; }
+
+# check: one deployment and the check
+check() {
+  start_cluster || return 2
+  fluss_check "127.0.0.1:$CS" || return 1
+  all_alive "during the check"
 }
 
-# run TARGET: one deployment and the check; prints its summary line to SUMMARY
+# survive: what a deployment lives through, each step failing the run when it does not hold
+survive() {
+  local own own2 t_sess t_up t_kill gone d cb n s sig
+  local est='Session establishment complete'
+  start_cluster || return 2
+  own=$(owners) || { report_failure "zkprobe could not read the registrations"; return 2; }
+  t_sess=$(now)
+  [[ $own != *absent* ]] || { report_failure "a registration is missing: $own"; return 1; }
+  log "$TARGET: registrations (path, ephemeralOwner): $(echo $own)"
+  # 1 and 3. sessions outlive their timeout, and the ZooKeeper node restarted under the running
+  # servers: their sessions reconnect and survive
+  for sig in TERM KILL; do
+    n=$(count coordinator "$est"); s=$(count tablet "$est"); t_kill=$(now)
+    restart_zookeeper $sig || return 2
+    wait_log coordinator "" "$est" 30 "the CoordinatorServer reconnecting after SIG$sig to the ZooKeeper node" $((n + 1)) &&
+    wait_log tablet "" "$est" 30 "TabletServer 0 reconnecting after SIG$sig to the ZooKeeper node" $((s + 1)) || return 1
+    log "$TARGET: the ZooKeeper node restarted after SIG$sig; both servers reconnected $(since "$t_kill") s after the signal"
+  done
+  t_up=$(now)
+  fluss_check "127.0.0.1:$CS" || return 1
+  # a session the restarts lost has expired by now
+  while ! later "$(since "$t_up")" $((SESSION_S + MARGIN)); do sleep 0.5; done
+  own2=$(owners) || { report_failure "zkprobe could not read the registrations"; return 2; }
+  [ "$own2" = "$own" ] && [ "$(count coordinator 'State change: LOST')$(count tablet 'State change: LOST')" = 00 ] ||
+    { report_failure "sessions lost: registrations $(echo $own) before the restarts, $(echo $own2) after (or Curator logged LOST)"; return 1; }
+  all_alive "after the ZooKeeper node's restarts" || return 1
+  log "$TARGET: both sessions survived the restarts, $(since "$t_sess") s old (session timeout ${SESSION_S} s)"
+  # 2. SIGKILL the TabletServer: its registration expires within the session timeout, the coordinator notices
+  kill -9 "${PID_OF[tablet]}"; t_kill=$(now); wait "${PID_OF[tablet]}" 2>/dev/null || true
+  gone=$(python3 "$ROOT/scripts/fluss/zkprobe.py" "$ZK_ADDR" wait-absent "$ZK_ROOT/tabletservers/ids/0" $((SESSION_S + MARGIN))) ||
+    { report_failure "$ZK_ROOT/tabletservers/ids/0 still there $((SESSION_S + MARGIN)) s after SIGKILL (session timeout $SESSION_S s + $MARGIN s), or zkprobe failed"; return 1; }
+  d=$(awk -v a="$gone" -v b="$t_kill" 'BEGIN { printf "%.1f", a - b }')
+  log "$TARGET: TabletServer 0 SIGKILLed; its registration gone after $d s (session timeout $SESSION_S s, limit $((SESSION_S + MARGIN)) s)"
+  wait_log coordinator "" 'Tablet server failure callback for 0' 10 "the coordinator noticing TabletServer 0 gone" || return 1
+  unset 'PID_OF[tablet]'
+  # (with the second CoordinatorServer of the failover below, which waits for /coordinators/active)
+  cb=$(free_port); write_conf coordinator-2 "$cb"
+  start_fluss coordinator-2 "$CS_HEAP" org.apache.fluss.server.coordinator.CoordinatorServer
+  start_tablet tablet-2 || return 1
+  log "$TARGET: TabletServer 0 started again and registered"
+  # 4. coordinator failover: the second CoordinatorServer takes over from the first, SIGKILLed;
+  # until then the first keeps the session it had at the start
+  wait_log coordinator-2 "$cb" 'Coordinator server already registered' 60 "the second CoordinatorServer waiting" || return 1
+  own2=$(owners) || { report_failure "zkprobe could not read the registrations"; return 2; }
+  [ "$(head -1 <<< "$own2")" = "$(head -1 <<< "$own")" ] || { report_failure "the coordinator's session was lost: $(echo $own2), was $(echo $own)"; return 1; }
+  log "$TARGET: the coordinator's session is $(since "$t_sess") s old"
+  kill -9 "${PID_OF[coordinator]}"; t_kill=$(now); wait "${PID_OF[coordinator]}" 2>/dev/null || true; unset 'PID_OF[coordinator]'
+  wait_log coordinator-2 "" 'Registered leader CoordinatorAddress' $((SESSION_S + MARGIN + 10)) "the second CoordinatorServer taking over" || return 1
+  log "$TARGET: CoordinatorServer SIGKILLed; the second one took over after $(since "$t_kill") s"
+  fluss_check "127.0.0.1:$cb" || return 1
+  all_alive "after the failover"
+}
+
+# run TARGET: one deployment in MODE; sets DURATION
 run() {
-  TARGET=$1; WORK=$SCRATCH/$TARGET; mkdir -p "$WORK/logs" "$WORK/tmp"
-  local t0 cs ts rc out; t0=$(date +%s)
+  TARGET=$1; WORK=$SCRATCH/$TARGET; CHECKS=0; mkdir -p "$WORK/logs" "$WORK/tmp"
+  local t0; t0=$(date +%s)
+  # 2 ticks: ZooKeeper's expiry runs every tickTime (2 s, scripts/zookeeper.sh), raftmeta's every 0.5 s
+  MARGIN=1; [ "$TARGET" = strom ] || MARGIN=4
   start_zookeeper || return 2
   [ "${ZK_TRACE:-0}" != 1 ] || start_trace || return 2
-  log "$TARGET: Fluss $FLUSS_VERSION on $ZK_DESC"
-  cs=$(free_port); ts=$(free_port)
-  write_conf coordinator "$cs"
-  start_fluss coordinator "$CS_HEAP" org.apache.fluss.server.coordinator.CoordinatorServer
-  wait_log coordinator "$cs" 'Registered leader CoordinatorAddress' 90 CoordinatorServer || return 2
-  log "$TARGET: CoordinatorServer up on 127.0.0.1:$cs after $(( $(date +%s) - t0 )) s"
-  write_conf tablet "$ts" "tablet-server.id: 0"
-  start_fluss tablet "$TS_HEAP" org.apache.fluss.server.tablet.TabletServer
-  wait_log tablet "$ts" 'Registered tablet server 0' 90 TabletServer || return 2
-  wait_log coordinator "" 'New tablet server callback for tablet server 0' 30 \
-    "the coordinator seeing tablet server 0 (its ZooKeeper child watch)" || return 2
-  log "$TARGET: TabletServer 0 up on 127.0.0.1:$ts after $(( $(date +%s) - t0 )) s; running FlussCheck"
-  ROWS=$ROWS timeout 600 java -Xmx"$CLIENT_HEAP" "${JVM[@]}" -Djava.io.tmpdir="$WORK/tmp" "${L4JOPT[@]}" \
-    -Dlog.file="$WORK/logs/client.log" -cp "$CLIENT_CP" FlussCheck "127.0.0.1:$cs" > "$WORK/logs/check.out" 2> "$WORK/logs/check.err" &
-  PIDS+=($!) # waited for in the background, so a signal stops the run at once (the trap)
-  set +e; wait "${PIDS[-1]}"; rc=$?; set -e
-  unset 'PIDS[-1]'
-  sed 's/^/  /' "$WORK/logs/check.out" >&2
-  out=$(tail -n 1 "$WORK/logs/check.out")
-  if [ $rc -ne 0 ] || [ "$out" != PASS ]; then
-    report_failure "FlussCheck exited with $rc: ${out:-no result}"; return 1
-  fi
-  for p in "${PIDS[@]}"; do alive "$p" || { report_failure "a server died during the check"; return 1; }; done
+  log "$TARGET: Fluss $FLUSS_VERSION on $ZK_DESC ($MODE)"
+  "$MODE" || return
+  [ "${ZK_TRACE:-0}" != 1 ] || log "$TARGET: the largest request Fluss sent: $(largest_request)"
   DURATION=$(( $(date +%s) - t0 ))
 }
 
 SUMMARY=() RC=0
 for t in $TARGETS; do
   DURATION=; WHY=; ZK_DESC=$t
-  if run "$t"; then r=0; SUMMARY+=("PASS  $t: Fluss $FLUSS_VERSION on $ZK_DESC, check passed in ${DURATION} s")
-  else r=$?; SUMMARY+=("FAIL  $t: Fluss $FLUSS_VERSION on $ZK_DESC: $WHY"); [ $RC -ne 0 ] || RC=$r; fi
+  if run "$t"; then r=0; SUMMARY+=("PASS  $t $MODE: Fluss $FLUSS_VERSION on $ZK_DESC, passed in ${DURATION} s")
+  else r=$?; SUMMARY+=("FAIL  $t $MODE: Fluss $FLUSS_VERSION on $ZK_DESC: $WHY"); [ $RC -ne 0 ] || RC=$r; fi
   if [ -n "${LOGS_OUT:-}" ]; then mkdir -p "$LOGS_OUT/$t" && cp -r "$WORK/logs/." "$LOGS_OUT/$t/" 2>/dev/null || true; fi
   stop_all
 done

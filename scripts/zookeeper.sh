@@ -3,7 +3,9 @@
 #
 #   scripts/zookeeper.sh start   install Debian's zookeeper package when missing, start a
 #                                private server (own dataDir, free loopback port) unless one
-#                                is already running, and print its address (host:port)
+#                                is already running, and print its address (host:port); a
+#                                stopped one whose directory remains (killed by its PID, in
+#                                $STROM_ZK_DIR/zookeeper.pid) starts again with its port and data
 #   scripts/zookeeper.sh addr    print the running server's address (exit 1 if none)
 #   scripts/zookeeper.sh stop    stop it and remove its directory
 #
@@ -61,22 +63,10 @@ start() {
   fi
   mkdir -p "$DIR/data" "$DIR/logs"
   local port
-  port=$(free_port)
-  cat >"$CFG" <<CFG
-tickTime=2000
-initLimit=10
-syncLimit=5
-dataDir=$DIR/data
-clientPort=$port
-clientPortAddress=127.0.0.1
-maxClientCnxns=0
-4lw.commands.whitelist=*
-admin.enableServer=false
-# TTL nodes (createTTL), off by default; ZooKeeper reads unknown keys as
-# zookeeper.* system properties. The shim supports them, so the differential
-# tests compare them.
-extendedTypesEnabled=true
-CFG
+  port=$(port_of || true)
+  if [ -z "$port" ] || (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then # none yet, or taken
+    port=$(free_port); write_cfg "$port"
+  fi
   ZOO_LOG_DIR="$DIR/logs" ZOOPIDFILE="$DIR/zookeeper.pid" "$BIN/zkServer.sh" start "$CFG" >&2
   for _ in $(seq 1 300); do
     if running; then
@@ -87,6 +77,24 @@ CFG
   done
   log "ZooKeeper did not answer ruok on port $port; logs in $DIR/logs"
   exit 1
+}
+
+write_cfg() {
+  cat >"$CFG" <<CFG
+tickTime=2000
+initLimit=10
+syncLimit=5
+dataDir=$DIR/data
+clientPort=$1
+clientPortAddress=127.0.0.1
+maxClientCnxns=0
+4lw.commands.whitelist=*
+admin.enableServer=false
+# TTL nodes (createTTL), off by default; ZooKeeper reads unknown keys as
+# zookeeper.* system properties. The shim supports them, so the differential
+# tests compare them.
+extendedTypesEnabled=true
+CFG
 }
 
 stop() {

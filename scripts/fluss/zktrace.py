@@ -1,6 +1,7 @@
 # zktrace.py PORT UPSTREAM_HOST:PORT LOGFILE: a ZooKeeper proxy for scripts/fluss.sh (ZK_TRACE=1).
-# It forwards every packet unchanged and logs each request (op, path, addWatch mode) and each
-# reply (xid, err, body size) to LOGFILE, one line each: "<time> #<conn> C>|S< ...".
+# It forwards every packet unchanged and logs each request (op, path, addWatch mode, packet size
+# without the length prefix) and each reply (xid, err, body size) to LOGFILE, one line each:
+# "<time> #<conn> C>|S< ...".
 import socket, struct, sys, threading, time
 OPS = {1: "create", 2: "delete", 3: "exists", 4: "getData", 5: "setData", 6: "getACL", 7: "setACL",
        8: "getChildren", 9: "sync", 11: "ping", 12: "getChildren2", 13: "check", 14: "multi", 15: "create2",
@@ -37,7 +38,7 @@ def pipe(src, dst, cid, d, pending):
                         path = body[12:12 + pl].decode("utf-8", "replace")
                         if op == 106 and len(body) >= 16 + pl: extra = " mode=%d" % struct.unpack(">i", body[12 + pl:16 + pl])[0]
                 pending[xid] = OPS.get(op, "op%d" % op)
-                if op != 11: log("#%d C> xid=%d %s %s%s" % (cid, xid, pending[xid], path, extra))
+                if op != 11: log("#%d C> xid=%d %s %s%s len=%d" % (cid, xid, pending[xid], path, extra, len(body)))
             else:
                 xid, zxid, err = struct.unpack(">iqi", body[:16])
                 name = pending.pop(xid, "?") if xid >= 0 else {-1: "watch-event", -2: "ping", -4: "auth", -8: "setWatches"}.get(xid, "?")
