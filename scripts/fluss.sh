@@ -293,7 +293,7 @@ start_tablet() { # NAME: TabletServer 0 (conf/tablet) as NAME, until the coordin
 fluss_check() {
   local rc out f=$WORK/logs/check$((++CHECKS))
   log "$TARGET: running FlussCheck against 127.0.0.1:${1##*:}"
-  ROWS=$ROWS timeout 600 java -Xmx"$CLIENT_HEAP" "${JVM[@]}" -Djava.io.tmpdir="$WORK/tmp" "${L4JOPT[@]}" \
+  ROWS=$ROWS timeout 300 java -Xmx"$CLIENT_HEAP" "${JVM[@]}" -Djava.io.tmpdir="$WORK/tmp" "${L4JOPT[@]}" \
     -Dlog.file="$f-client.log" -cp "$CLIENT_CP" FlussCheck "$1" > "$f.out" 2> "$f.err" &
   track check $! # waited for in the background, so a signal stops the run at once (the trap)
   set +e; wait "${PID_OF[check]}"; rc=$?; set -e
