@@ -6,7 +6,9 @@
 #
 # scripts/zkdiff/ZkDiff.java runs a fixed list of scenarios (every opcode go-zookeeper lacks
 # through the Java client API; reconnects with setWatches2, session takeover and expiry;
-# CuratorCache, LeaderLatch, LeaderSelector, InterProcessMutex, PersistentNode, SharedCount)
+# CuratorCache (also bridged to a PathChildrenCacheListener), background batches, transactions,
+# DistributedAtomicLong, LeaderLatch, LeaderSelector, InterProcessMutex, PersistentNode,
+# SharedCount)
 # against one connect string and prints a normalized transcript:
 # one line per reply or event, zxids and session ids replaced by symbols in order of first
 # appearance. This script runs it against the real ZooKeeper (STROM_ZK_ADDR when set, else a
@@ -19,8 +21,8 @@
 # scripts/zkdiff/pom.xml's dependencies (zookeeper 3.8 and curator-recipes 5, 12 MB, ~5 s once)
 # and javac compiles ZkDiff.java when it or the pom changes. Needs Java 11+, javac, mvn, and for
 # a private ZooKeeper Debian's zookeeper package (scripts/zookeeper.sh installs it).
-# Time (2-core box, 2026-12-01): ~18 s per transcript (a session left to expire takes ~6 s),
-# ~40 s in all once installed, go build included.
+# Time (2-core box, 2026-12-01): ~20 s per transcript (a session left to expire takes ~6 s),
+# both run at once: ~35 s in all once installed, go build included.
 set -Eeuo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -98,13 +100,18 @@ drive() { # NAME ADDR: the transcript to $SCRATCH/NAME.txt; the driver's exit co
   timeout 300 java -Xmx256m -cp "$CLASSES:$CP" ZkDiff "$2" "${@:3}" > "$SCRATCH/$1.txt" 2> "$SCRATCH/$1.err" || rc=$?
   return $rc
 }
-log "driver against ZooKeeper at $ZK_ADDR"
-if ! drive zookeeper "$ZK_ADDR" "$@"; then
+# both at once: every step waits for its outcome, so neither transcript depends on timing
+log "driver against ZooKeeper at $ZK_ADDR and against the Strom shim at 127.0.0.1:$ZKP"
+drive zookeeper "$ZK_ADDR" "$@" & ZK_JOB=$!
+drive strom "127.0.0.1:$ZKP" "$@" & STROM_JOB=$!
+ZK_RC=0 STROM_RC=0
+wait "$ZK_JOB" || ZK_RC=$?
+wait "$STROM_JOB" || STROM_RC=$?
+if [ "$ZK_RC" -ne 0 ]; then
   cat "$SCRATCH/zookeeper.txt" >&2; tail -n 20 "$SCRATCH/zookeeper.err" >&2
   die "the driver failed against the real ZooKeeper (the reference): a problem of the driver or the ZooKeeper, not of Strom"
 fi
-log "driver against the Strom shim at 127.0.0.1:$ZKP"
-drive strom "127.0.0.1:$ZKP" "$@" || log "the driver failed against the shim (see the diff)"
+[ "$STROM_RC" -eq 0 ] || log "the driver failed against the shim (see the diff)"
 
 scenarios=$(grep -c '^== ' "$SCRATCH/zookeeper.txt" || true)
 if diff -u --label zookeeper --label strom "$SCRATCH/zookeeper.txt" "$SCRATCH/strom.txt"; then

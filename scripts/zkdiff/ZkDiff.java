@@ -18,9 +18,15 @@ import java.util.stream.Collectors;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.api.BackgroundCallback;
+import org.apache.curator.framework.api.CuratorEvent;
+import org.apache.curator.framework.api.transaction.CuratorTransactionResult;
+import org.apache.curator.framework.recipes.atomic.AtomicValue;
+import org.apache.curator.framework.recipes.atomic.DistributedAtomicLong;
 import org.apache.curator.framework.recipes.cache.ChildData;
 import org.apache.curator.framework.recipes.cache.CuratorCache;
 import org.apache.curator.framework.recipes.cache.CuratorCacheListener;
+import org.apache.curator.framework.recipes.cache.PathChildrenCacheEvent;
 import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.leader.LeaderSelector;
 import org.apache.curator.framework.recipes.leader.LeaderSelectorListenerAdapter;
@@ -840,6 +846,144 @@ public final class ZkDiff {
         return e[0] + " " + strip(d.getPath()) + (now ? " " + fmt(d.getData()) + " " + stat(d.getStat()) : "");
     }
 
+    /** atomic-long: DistributedAtomicLong (Fluss's ZkSequenceIDCounter) from two clients. */
+    static void atomicLong() throws Exception {
+        CuratorFramework c1 = curator();
+        CuratorFramework c2 = curator();
+        DistributedAtomicLong a = new DistributedAtomicLong(c1, p("/seq"), new RetryNTimes(10, 10));
+        DistributedAtomicLong b = new DistributedAtomicLong(c2, p("/seq"), new RetryNTimes(10, 10));
+        op("A get (no node)", () -> av(a.get()));
+        op("A increment", () -> av(a.increment()));
+        op("B increment", () -> av(b.increment()));
+        op("A add(10)", () -> av(a.add(10L)));
+        op("B compareAndSet(5, 7) (not the value)", () -> av(b.compareAndSet(5L, 7L)));
+        op("B compareAndSet(12, 20)", () -> av(b.compareAndSet(12L, 20L)));
+        op("A trySet(30)", () -> av(a.trySet(30L)));
+        op("A initialize(1) (exists)", () -> a.initialize(1L));
+        op("B get", () -> av(b.get()));
+        op("exists /seq", () -> c2.checkExists().forPath(p("/seq")));
+    }
+
+    static String av(AtomicValue<Long> v) {
+        return (v.succeeded() ? "succeeded " : "failed ") + v.preValue() + " -> " + v.postValue() + " tries "
+                + v.getStats().getOptimisticTries();
+    }
+
+    /** transaction: Curator's multi API (Fluss registers tables with it). */
+    static void transaction() throws Exception {
+        CuratorFramework c = curator();
+        c.create().forPath(p("/tx"));
+        op("transaction create, sequential create, setData, check", () -> txn(c.transaction().forOperations(
+                c.transactionOp().create().forPath(p("/tx/a"), b("a")),
+                c.transactionOp().create().withMode(CreateMode.PERSISTENT_SEQUENTIAL).forPath(p("/tx/s-"), b("")),
+                c.transactionOp().setData().forPath(p("/tx/a"), b("aa")),
+                c.transactionOp().check().withVersion(1).forPath(p("/tx/a")))));
+        op("transaction with a failing delete", () -> txn(c.transaction().forOperations(
+                c.transactionOp().create().forPath(p("/tx/b"), b("b")),
+                c.transactionOp().delete().forPath(p("/tx/none")))));
+        op("transaction with a failing check", () -> txn(c.transaction().forOperations(
+                c.transactionOp().setData().forPath(p("/tx/a"), b("x")),
+                c.transactionOp().check().withVersion(0).forPath(p("/tx/a")))));
+        op("transaction delete, ephemeral create", () -> txn(c.transaction().forOperations(
+                c.transactionOp().delete().withVersion(1).forPath(p("/tx/a")),
+                c.transactionOp().create().withMode(CreateMode.EPHEMERAL).forPath(p("/tx/e"), b("e")))));
+        op("getChildren /tx", () -> c.getChildren().forPath(p("/tx")));
+    }
+
+    static List<String> txn(List<CuratorTransactionResult> rs) {
+        List<String> out = new ArrayList<>();
+        for (CuratorTransactionResult r : rs) {
+            out.add(r.getType() + "(" + strip(r.getForPath()) + " -> " + strip(r.getResultPath()) + " "
+                    + stat(r.getResultStat()) + " err " + r.getError() + ")");
+        }
+        return out;
+    }
+
+    /**
+     * background: a batch of pipelined background requests on one connection (Fluss's
+     * ZkAsyncRequest batches): callbacks in request order, each read seeing the writes before it.
+     */
+    static void background() throws Exception {
+        CuratorFramework c = curator();
+        c.create().forPath(p("/bg"));
+        BlockingQueue<CuratorEvent> q = new LinkedBlockingQueue<>();
+        BackgroundCallback cb = (client, ev) -> q.add(ev);
+        int n = 0;
+        for (int i = 0; i < 4; i++) {
+            c.create().inBackground(cb).forPath(p("/bg/n" + i), b("v" + i));
+            c.getData().inBackground(cb).forPath(p("/bg/n" + i));
+            c.checkExists().inBackground(cb).forPath(p("/bg/n" + (i + 1)));
+            n += 3;
+        }
+        c.getChildren().inBackground(cb).forPath(p("/bg"));
+        c.setData().inBackground(cb).forPath(p("/bg/n0"), b("x"));
+        c.getData().inBackground(cb).forPath(p("/bg/n0"));
+        c.delete().inBackground(cb).forPath(p("/bg/n3"));
+        c.getChildren().inBackground(cb).forPath(p("/bg"));
+        c.getData().inBackground(cb).forPath(p("/bg/none"));
+        c.create().inBackground(cb).forPath(p("/bg/n1"));
+        c.delete().withVersion(5).inBackground(cb).forPath(p("/bg/n1"));
+        n += 8;
+        for (int i = 0; i < n; i++) {
+            CuratorEvent ev = take("background callback " + i, q);
+            out("  " + ev.getType() + " " + strip(ev.getPath()) + " -> " + KeeperException.Code.get(ev.getResultCode())
+                    + (ev.getName() != null ? " name " + strip(ev.getName()) : "")
+                    + (ev.getData() != null ? " data " + fmt(ev.getData()) : "")
+                    + (ev.getChildren() != null ? " children " + fmt(ev.getChildren()) : "")
+                    + (ev.getStat() != null ? " " + stat(ev.getStat()) : ""));
+        }
+    }
+
+    /**
+     * path-children-cache: CuratorCache bridged to a PathChildrenCacheListener, as Fluss's
+     * coordinator watches its tablet servers' registrations.
+     */
+    static void pathChildrenCache() throws Exception {
+        CuratorFramework c = curator();
+        CuratorFramework w = curator();
+        w.create().forPath(p("/pcc"), b("root"));
+        w.create().forPath(p("/pcc/a"), b("a"));
+        BlockingQueue<Object> q = new LinkedBlockingQueue<>();
+        Object initialized = new Object();
+        CuratorCache cache = CuratorCache.build(c, p("/pcc"));
+        cache.listenable().addListener(CuratorCacheListener.builder()
+                .forPathChildrenCache(p("/pcc"), c, (client, ev) -> q.add(ev))
+                .forInitialized(() -> q.add(initialized)).build());
+        closers.add(cache::close);
+        cache.start();
+        for (Object e = take("cache initialized", q); e != initialized; e = take("cache initialized", q)) {
+            out("  initial " + pcc((PathChildrenCacheEvent) e));
+        }
+        out("  INITIALIZED");
+        Step[] steps = {
+            () -> w.create().forPath(p("/pcc/b"), b("b")),
+            () -> w.setData().forPath(p("/pcc/b"), b("b2")),
+            () -> w.create().forPath(p("/pcc/a/x"), b("a grandchild")),
+            () -> w.setData().forPath(p("/pcc"), b("the parent: no event")),
+            () -> w.create().withMode(CreateMode.EPHEMERAL).forPath(p("/pcc/e"), b("e")),
+            () -> w.delete().forPath(p("/pcc/b")),
+        };
+        String[] names = {"create /pcc/b", "setData /pcc/b", "create /pcc/a/x", "setData /pcc", "create /pcc/e ephemeral",
+            "delete /pcc/b"};
+        int[] want = {1, 1, 1, 0, 1, 1}; // the bridge passes on a grandchild's events too
+        for (int i = 0; i < steps.length; i++) {
+            op(names[i], steps[i]);
+            for (int j = 0; j < want[i]; j++) {
+                out("  " + pcc((PathChildrenCacheEvent) take("event after " + names[i], q)));
+            }
+        }
+        op("close the writer (its ephemeral goes)", () -> {
+            w.close();
+            return "ok";
+        });
+        out("  " + pcc((PathChildrenCacheEvent) take("event after the writer closed", q)));
+    }
+
+    static String pcc(PathChildrenCacheEvent e) {
+        ChildData d = e.getData();
+        return e.getType() + (d == null ? "" : " " + strip(d.getPath()) + " " + fmt(d.getData()) + " " + stat(d.getStat()));
+    }
+
     static void leaderLatch() throws Exception {
         List<LeaderLatch> latches = new ArrayList<>();
         for (String id : new String[] {"L1", "L2", "L3"}) {
@@ -1044,17 +1188,6 @@ public final class ZkDiff {
         SharedCount b = new SharedCount(c2, p("/count"), 9);
         closers.add(a::close);
         closers.add(b::close);
-        BlockingQueue<Integer> bSeen = new LinkedBlockingQueue<>();
-        b.addListener(new org.apache.curator.framework.recipes.shared.SharedCountListener() {
-            @Override
-            public void countHasChanged(org.apache.curator.framework.recipes.shared.SharedCountReader r, int n) {
-                bSeen.add(n);
-            }
-
-            @Override
-            public void stateChanged(CuratorFramework client, org.apache.curator.framework.state.ConnectionState s) {
-            }
-        });
         a.start();
         b.start();
         op("A count", () -> vv(a.getVersionedValue()));
@@ -1062,7 +1195,9 @@ public final class ZkDiff {
         VersionedValue<Integer> stale = b.getVersionedValue();
         op("A trySetCount(5) at its version", () -> a.trySetCount(a.getVersionedValue(), 5));
         op("B trySetCount(7) at the stale version", () -> b.trySetCount(stale, 7));
-        out("  B sees " + take("B sees 5", bSeen));
+        // polled, not a listener: a listener may also hear the read Curator makes when its
+        // connection state settles, after start or not, in ZooKeeper too
+        await("B sees 5", () -> b.getCount() == 5);
         op("B count", () -> vv(b.getVersionedValue()));
         op("B trySetCount(7) at its version", () -> b.trySetCount(b.getVersionedValue(), 7));
         op("A trySetCount(8) at the stale version", () -> a.trySetCount(stale, 8));
@@ -1098,6 +1233,10 @@ public final class ZkDiff {
         all.put("expire-timeout", ZkDiff::expireTimeout);
         all.put("timeouts", ZkDiff::timeouts);
         all.put("curator-cache", ZkDiff::curatorCache);
+        all.put("path-children-cache", ZkDiff::pathChildrenCache);
+        all.put("background", ZkDiff::background);
+        all.put("transaction", ZkDiff::transaction);
+        all.put("atomic-long", ZkDiff::atomicLong);
         all.put("leader-latch", ZkDiff::leaderLatch);
         all.put("leader-selector", ZkDiff::leaderSelector);
         all.put("mutex", ZkDiff::mutex);
