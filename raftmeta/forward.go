@@ -51,8 +51,11 @@ const (
 	fwdRefused   uint8 = 3
 )
 
-// maxForwardBody bounds a forwarded request (a large multi).
-const maxForwardBody = 64 << 20
+// MaxForwardBytes bounds a request a follower forwards to the leader, and so
+// the largest write a follower can take (a large multi). A write's encoding
+// is at most about 1.5 times its ZooKeeper packet, so a packet limit of half
+// of it (server's zookeeper.jute.maxbuffer) always fits.
+const MaxForwardBytes = 64 << 20
 
 // errorCodes lists the sentinels a forwarded result can carry.
 var errorCodes = []error{
@@ -186,7 +189,7 @@ func (n *Node) ForwardHandler() http.Handler {
 			http.Error(w, err.Error(), status)
 			return
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxForwardBody))
+		body, err := io.ReadAll(io.LimitReader(r.Body, MaxForwardBytes))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -358,7 +361,7 @@ func (n *Node) post(ctx context.Context, addr string, req []byte) (d *decoder, r
 		return nil, false, n.notLeaderErr(err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxForwardBody))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxForwardBytes))
 	if err != nil {
 		return nil, false, n.notLeaderErr(err)
 	}

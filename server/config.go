@@ -13,6 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"strom/raftmeta"
 	"strom/raftmeta/membership"
 	"strom/record"
 )
@@ -217,7 +218,9 @@ type Config struct {
 	// ZooKeeperMaxPacket is the largest packet the ZooKeeper shim accepts,
 	// in bytes (zookeeper.jute.maxbuffer; ZooKeeper's jute.maxbuffer,
 	// 0xfffff). A longer one closes the connection, as in ZooKeeper; it also
-	// bounds a znode's data.
+	// bounds a znode's data. At most 32 MiB: half of what a follower can
+	// forward to the metadata leader (raftmeta.MaxForwardBytes), so that a
+	// write a node accepts goes through on every node.
 	ZooKeeperMaxPacket int
 	// ZooKeeperMaxClientCnxns is the most ZooKeeper connections from one
 	// client IP (zookeeper.maxClientCnxns; ZooKeeper's maxClientCnxns, 60).
@@ -687,7 +690,7 @@ func (c Config) Validate() error {
 		{"kv.scanner.max-per-server", int64(c.ScannerMaxPerServer), 1, 0},
 		{"kv.scanner.max-batch-size", c.ScannerMaxBatchBytes, 1 << 10, below2GiB},
 		{"kv.prefix-lookup.max-bytes", c.PrefixLookupMaxBytes, 1 << 10, below2GiB},
-		{"zookeeper.jute.maxbuffer", int64(c.ZooKeeperMaxPacket), 1 << 10, below2GiB},
+		{"zookeeper.jute.maxbuffer", int64(c.ZooKeeperMaxPacket), 1 << 10, raftmeta.MaxForwardBytes / 2},
 		{"zookeeper.maxClientCnxns", int64(c.ZooKeeperMaxClientCnxns), 0, 0},
 		{"zookeeper.maxCnxns", int64(c.ZooKeeperMaxCnxns), 0, 0},
 	} {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"strom/raftmeta"
 )
 
 func TestDefaultConfigIsValid(t *testing.T) {
@@ -179,5 +181,21 @@ func TestClusterKeys(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not name %q", err, want)
 		}
+	}
+}
+
+// zookeeper.jute.maxbuffer is bounded by what a follower can forward to the
+// metadata leader: a larger packet would be accepted on the leader and fail
+// on every follower.
+func TestZooKeeperMaxPacketBoundedByForwarding(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.ZooKeeperMaxPacket = 100 << 20 // Fluss's zookeeper.client.max-buffer-size
+	err := cfg.Validate()
+	if err == nil || !strings.Contains(err.Error(), "zookeeper.jute.maxbuffer") {
+		t.Fatalf("Validate = %v, want an error naming zookeeper.jute.maxbuffer", err)
+	}
+	cfg.ZooKeeperMaxPacket = raftmeta.MaxForwardBytes / 2
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("the largest allowed value is refused: %v", err)
 	}
 }
