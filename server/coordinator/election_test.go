@@ -383,3 +383,20 @@ func TestCoordinatorFailoverElectsForTheDeadNode(t *testing.T) {
 		}
 	}
 }
+
+// An election over more buckets than one multi takes (maxBucketsPerWrite)
+// writes them all, in several multis.
+func TestElectionOfManyBuckets(t *testing.T) {
+	meta := metatest.NewNode(t)
+	c := startCoordinator(t, meta, Config{NodeID: 1, ClusterID: "c1"})
+	sessions := registerServers(t, meta, 1, 2)
+	n := 2*maxBucketsPerWrite + 7
+	createTable(t, c, "t", n, 2, nil)
+	closeSession(t, meta, sessions[1])
+	tbl := waitLeaders(t, meta, "t", "every bucket led by node 2 alone", func(_ []int32, lisr catalog.LeaderAndISR) bool {
+		return lisr.Leader == 2 && slices.Equal(lisr.ISR, []int32{2})
+	})
+	if len(tbl.LeaderISR) != n {
+		t.Fatalf("%d buckets, want %d", len(tbl.LeaderISR), n)
+	}
+}
