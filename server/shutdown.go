@@ -80,16 +80,27 @@ func (s *Server) transferMetadataLeadership() error {
 	return nil
 }
 
+// leaderlessGiveUp is how long closing the session may go on without a
+// metadata leader known before the stop gives up on it: the rest of the
+// metadata group is down (the last node of a cluster being stopped), so no
+// one is there to move leadership to.
+const leaderlessGiveUp = 5 * time.Second
+
 // closeSession closes the node's metadata session, trying again while the
 // metadata leadership is changing (as just after a transfer).
 func (s *Server) closeSession(ctx context.Context, id int64) error {
 	for {
-		err := s.meta.CloseSession(ctx, id)
+		actx, cancel := context.WithTimeout(ctx, leaderlessGiveUp)
+		err := s.meta.CloseSession(actx, id)
+		timedOut := actx.Err() != nil
+		cancel()
 		switch {
 		case err == nil, errors.Is(err, raftmeta.ErrSessionExpired):
 			return nil // closed, perhaps by an earlier try that lost its answer
 		case !errors.Is(err, raftmeta.ErrNotLeader):
 			return err
+		case timedOut && ctx.Err() == nil && s.MetadataLeader() == 0:
+			return fmt.Errorf("no metadata leader for %v (no quorum: are the other voters down?): %w", leaderlessGiveUp, err)
 		}
 		select {
 		case <-ctx.Done():

@@ -13,6 +13,7 @@ import (
 	"strom/raftmeta"
 	"strom/raftmeta/catalog"
 	stromv1 "strom/rpc/gen/strom/v1"
+	"strom/server"
 )
 
 func ctxFor(t *testing.T, d time.Duration) context.Context {
@@ -200,5 +201,30 @@ func TestBalancedLeaders(t *testing.T) {
 		if leads[n.ID] != 2 {
 			t.Errorf("node %d leads %d buckets, want 2 (%v)", n.ID, leads[n.ID], leads)
 		}
+	}
+}
+
+// TestStopEveryNode stops the nodes one after the other, as an operator
+// stops a whole cluster: the last one, left without a metadata quorum, gives
+// up handing over after a few seconds instead of waiting out its
+// shutdown.timeout (90 s here).
+func TestStopEveryNode(t *testing.T) {
+	c := New(t, Options{Nodes: 3, Configure: func(_ int, cfg *server.Config) {
+		cfg.ShutdownTimeout = 90 * time.Second
+	}})
+	if _, err := c.WaitLeader(ctxFor(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	c.Stop(1)
+	c.Stop(2)
+	done := make(chan struct{})
+	go func() {
+		c.Stop(3)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the last node's stop still waits for its shutdown.timeout after a minute")
 	}
 }
