@@ -3,8 +3,12 @@ package client_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,8 +17,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"strom/client"
+	"strom/internal/metatest"
 	"strom/record"
 	stromv1 "strom/rpc/gen/strom/v1"
+	"strom/server"
 )
 
 // newLeaderHost is where the fake moves a bucket's leadership: requests
@@ -219,5 +225,188 @@ func TestWriterAndScannerFollowTheLeader(t *testing.T) {
 	}
 	if n := m.servedByNewLeader("ListOffsets"); n == 0 {
 		t.Error("no ListOffsets went to the new leader")
+	}
+}
+
+// startCluster runs n real nodes in-process, started at once with
+// bootstrap-expect n, and returns once all are ready.
+func startCluster(t *testing.T, n int) []*server.Server {
+	t.Helper()
+	free := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		return ln.Addr().String()
+	}
+	gossip := make([]string, n)
+	for i := range gossip {
+		gossip[i] = free()
+	}
+	servers := make([]*server.Server, n)
+	errs := make(chan error, n)
+	for i := range n {
+		cfg := server.DefaultConfig()
+		cfg.NodeID = int32(i + 1)
+		cfg.DataDir = t.TempDir()
+		cfg.Listen, cfg.RaftListen, cfg.GossipListen = "127.0.0.1:0", free(), gossip[i]
+		cfg.Join, cfg.BootstrapExpect = gossip, n
+		cfg.ClusterSecret = base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
+		cfg.ServerStabilizationTime = 100 * time.Millisecond
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			s, err := server.Start(ctx, cfg, metatest.Logger(t))
+			servers[i] = s
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("start: %v", err)
+		}
+	}
+	for _, s := range servers {
+		t.Cleanup(func() { _ = s.Stop(context.Background()) })
+	}
+	return servers
+}
+
+// A client given one node of three (after one that is down) writes,
+// reads and looks up tables whose buckets the three nodes lead.
+func TestClientAcrossNodes(t *testing.T) {
+	servers := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	down, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down.Close() // nothing listens there
+	c, err := client.New(down.Addr().String() + "," + servers[2].Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		cl, err := c.Admin().DescribeCluster(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		registered := 0
+		for _, n := range cl.Nodes {
+			if slices.Contains(n.Roles, "tablet-server") {
+				registered++
+			}
+		}
+		if registered == 3 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	const buckets, rows = 6, 60
+	logTbl := createTable(t, c, "demo", "log", buckets, []string{"k"},
+		&stromv1.Column{Name: "v", Type: "BIGINT"}, &stromv1.Column{Name: "k", Type: "STRING"})
+	leaders := map[int32]bool{}
+	for _, b := range logTbl.Info().Buckets {
+		leaders[b.Leader] = true
+	}
+	if len(leaders) != 3 {
+		t.Fatalf("buckets led by %v, want all three nodes", leaders)
+	}
+	w, err := logTbl.NewAppendWriter(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v := range int64(rows) {
+		w.Append(ctx, record.Row{v, fmt.Sprintf("key-%d", v)})
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	sc, err := logTbl.NewLogScanner(client.MaxWait(20 * time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b := range int32(buckets) {
+		if err := sc.Subscribe(ctx, b, client.Earliest()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[int64]bool{}
+	for len(seen) < rows {
+		fs, err := sc.Poll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fs.Errors(); err != nil {
+			t.Logf("poll: %v", err)
+		}
+		for _, r := range fs.Records() {
+			seen[r.Row[0].(int64)] = true
+		}
+		fs.Release()
+	}
+	ends, err := logTbl.Offsets(ctx, stromv1.OffsetSpec_OFFSET_SPEC_LATEST, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := int64(0)
+	for _, o := range ends {
+		total += o
+	}
+	if len(ends) != buckets || total != rows {
+		t.Errorf("high watermarks %v, want %d rows over %d buckets", ends, rows, buckets)
+	}
+
+	if _, err := c.Admin().CreateTable(ctx, &stromv1.CreateTableRequest{Database: "demo", Table: "kv", Descriptor_: &stromv1.TableDescriptor{
+		Schema: &stromv1.Schema{
+			Columns:    []*stromv1.Column{{Name: "id", Type: "BIGINT NOT NULL"}, {Name: "name", Type: "STRING"}},
+			PrimaryKey: []string{"id"},
+		},
+		BucketCount: buckets,
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	kvTbl, err := c.Table(ctx, "demo", "kv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	uw, err := kvTbl.NewUpsertWriter(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := make([]record.Row, rows)
+	for i := range int64(rows) {
+		uw.Upsert(ctx, record.Row{i, fmt.Sprintf("name-%d", i)})
+		keys[i] = record.Row{i}
+	}
+	if err := uw.Close(ctx); err != nil {
+		t.Fatalf("upsert: %v", err)
+	}
+	l, err := kvTbl.NewLookuper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	found, err := l.Lookup(ctx, keys...)
+	if err != nil {
+		t.Fatalf("lookup: %v", err)
+	}
+	for i, r := range found {
+		if r == nil || r[1] != fmt.Sprintf("name-%d", i) {
+			t.Fatalf("key %d: %v", i, r)
+		}
+	}
+	scanned := 0
+	for b := range int32(buckets) {
+		rs, err := kvTbl.Scan(ctx, b, 0)
+		if err != nil {
+			t.Fatalf("scan bucket %d: %v", b, err)
+		}
+		scanned += len(rs)
+	}
+	if scanned != rows {
+		t.Errorf("scans found %d rows, want %d", scanned, rows)
 	}
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -215,11 +216,16 @@ func (h *adminHandler) DescribeCluster(context.Context, *connect.Request[stromv1
 		n := node(ts.ID)
 		n.ApiAddress = apiAddress(ts.Registration)
 		n.Roles = append(n.Roles, "tablet-server")
-		n.Alive = true // registered under a live session
 		n.Rack = ts.Registration.Rack
 	}
-	// Until membership tells every node's version, only this node's is known.
-	node(s.cfg.NodeID).Version = Version
+	// The gossip knows every node seen, alive or not, with its addresses,
+	// version and rack (without gossip, this node alone).
+	for _, m := range s.Members() {
+		n := node(m.ID)
+		n.ApiAddress = cmp.Or(n.ApiAddress, m.API)
+		n.RaftAddress = cmp.Or(n.RaftAddress, m.Raft)
+		n.GossipAddress, n.Alive, n.Version, n.Rack = m.Gossip, m.Alive, m.Version, cmp.Or(m.Rack, n.Rack)
+	}
 	for _, n := range nodes {
 		sort.Strings(n.Roles)
 		resp.Nodes = append(resp.Nodes, n)

@@ -249,3 +249,88 @@ func TestProxyKeepsTheDeadline(t *testing.T) {
 		t.Errorf("coordinator unreachable: %v, want NOT_COORDINATOR_LEADER_EXCEPTION, retriable", err)
 	}
 }
+
+// In a cluster of three real nodes, a node that is not the coordinator
+// serves admin writes (proxied) and describes every node; a data call for
+// a bucket another node leads names that node's API address, where the
+// call is served.
+func TestClusterAnyNodeServesAnyCall(t *testing.T) {
+	servers, _ := startCluster(t, 3)
+	ctx := context.Background()
+	var other *Server // not the coordinator
+	poll(t, "a coordinator, and every node registered", func() bool {
+		other = nil
+		inOffice := 0
+		for _, s := range servers {
+			if s.coord.Epoch() != 0 {
+				inOffice++
+			} else if ts, err := s.cat.TabletServers(); err == nil && len(ts) == 3 {
+				other = s
+			}
+		}
+		return inOffice == 1 && other != nil
+	})
+	admin := adminClient(other)
+	mustCreateDB(t, admin, "demo")
+	created, err := admin.CreateTable(ctx, connect.NewRequest(&stromv1.CreateTableRequest{
+		Database: "demo", Table: "t",
+		Descriptor_: &stromv1.TableDescriptor{Schema: &stromv1.Schema{Columns: []*stromv1.Column{{Name: "a", Type: "INT"}}}, BucketCount: 3},
+	}))
+	if err != nil {
+		t.Fatalf("create table through node %d (not the coordinator): %v", other.cfg.NodeID, err)
+	}
+
+	cl, err := admin.DescribeCluster(ctx, connect.NewRequest(&stromv1.DescribeClusterRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cl.Msg.Nodes) != 3 || len(cl.Msg.Voters) != 3 {
+		t.Fatalf("describe cluster = %v, want 3 nodes, 3 voters", cl.Msg)
+	}
+	coordinators := 0
+	for _, n := range cl.Msg.Nodes {
+		if !n.Alive || n.Version != Version || n.GossipAddress == "" || n.ApiAddress == "" || n.RaftAddress == "" {
+			t.Errorf("node %d = %v, want alive with its version and addresses", n.Id, n)
+		}
+		if contains(n.Roles, "coordinator") {
+			coordinators++
+		}
+	}
+	if coordinators != 1 {
+		t.Errorf("describe cluster names %d coordinators, want 1: %v", coordinators, cl.Msg.Nodes)
+	}
+
+	addrOf := map[int32]string{}
+	for _, s := range servers {
+		addrOf[s.cfg.NodeID] = s.Addr()
+	}
+	md, err := admin.GetMetadata(ctx, connect.NewRequest(&stromv1.GetMetadataRequest{Tables: []*stromv1.TablePath{{Database: "demo", Table: "t"}}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(md.Msg.Nodes) != 3 || len(md.Msg.Tables) != 1 || md.Msg.Tables[0].TableId != created.Msg.Table.TableId {
+		t.Fatalf("metadata = %v", md.Msg)
+	}
+	var elsewhere *stromv1.BucketAssignment
+	for _, b := range md.Msg.Tables[0].Buckets {
+		if b.Leader != other.cfg.NodeID && b.Leader >= 0 {
+			elsewhere = b
+		}
+	}
+	if elsewhere == nil {
+		t.Fatalf("every bucket on node %d: %v", other.cfg.NodeID, md.Msg.Tables[0].Buckets)
+	}
+	req := &stromv1.ListOffsetsRequest{Database: "demo", Table: "t", Buckets: []int32{elsewhere.Bucket}}
+	resp, err := tabletClient(other).ListOffsets(ctx, connect.NewRequest(req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := resp.Msg.Buckets[0].Error; d.GetName() != "NOT_LEADER_OR_FOLLOWER" || d.GetLeaderId() != elsewhere.Leader || d.GetLeaderAddress() != addrOf[elsewhere.Leader] {
+		t.Fatalf("bucket %d on node %d: %v, want NOT_LEADER_OR_FOLLOWER naming node %d at %s", elsewhere.Bucket, other.cfg.NodeID, d, elsewhere.Leader, addrOf[elsewhere.Leader])
+	}
+	leader := stromv1connect.NewTabletServiceClient(h2cClient(), "http://"+resp.Msg.Buckets[0].Error.LeaderAddress)
+	poll(t, "the leader serving the bucket", func() bool {
+		resp, err := leader.ListOffsets(ctx, connect.NewRequest(req))
+		return err == nil && resp.Msg.Buckets[0].Error == nil
+	})
+}
