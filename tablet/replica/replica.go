@@ -48,6 +48,19 @@ type TableBucket struct {
 
 func (tb TableBucket) String() string { return fmt.Sprintf("%d/%d", tb.TableID, tb.Bucket) }
 
+// FollowerState is what a bucket's leader knows of one follower's replica,
+// from the follower's fetches (Kafka's and Fluss's replica state).
+type FollowerState struct {
+	// LogEnd is the follower's log end offset: the offset its last fetch
+	// asked for (it holds everything below).
+	LogEnd int64
+	// CaughtUpAt is the last time the follower's log end reached the
+	// leader's log end as of the fetch (Kafka's lastCaughtUpTimeMs); a
+	// follower whose CaughtUpAt is older than log.replica.max-lag-time
+	// leaves the ISR.
+	CaughtUpAt time.Time
+}
+
 // Replica is one bucket replica on this node. Its methods are safe for
 // concurrent use.
 type Replica struct {
@@ -62,7 +75,10 @@ type Replica struct {
 		leader      int32
 		leaderEpoch int32
 		isr         []int32
-		closed      bool
+		// followers is, on the leader, what it knows of each follower
+		// (reset when this node's leadership starts).
+		followers map[int32]FollowerState
+		closed    bool
 		// advanced is closed (and replaced) whenever the high watermark
 		// moves or the replica changes role, waking waiting readers.
 		advanced chan struct{}
