@@ -15,10 +15,6 @@ import (
 // server.
 var roles = []string{"metadata", "tablet"}
 
-// failureQueue bounds the gossip failures waiting to expire a registration;
-// one dropped only waits for its session timeout instead.
-const failureQueue = 64
-
 // startMembership starts gossip on gossip.listen, joining cluster.join.
 // When the node is not clustering, a gossip address that cannot be bound
 // is logged and the node runs without gossip (a single node needs none),
@@ -49,7 +45,7 @@ func (s *Server) startMembership(secret []byte) error {
 		return nil
 	}
 	s.members.Store(m)
-	s.failures = make(chan int32, failureQueue)
+	s.failures = make(chan struct{}, 1)
 	return nil
 }
 
@@ -156,35 +152,59 @@ func (s *Server) adoptClusterID(clusterID string) error {
 }
 
 // onMemberEvent is membership's OnEvent (it must not block): a node
-// declared dead is queued for expireFailed.
+// declared dead wakes expireFailed.
 func (s *Server) onMemberEvent(e membership.Event) {
 	if e.Kind != membership.EventFail {
 		return
 	}
 	select {
-	case s.failures <- e.Member.ID:
-	default:
+	case s.failures <- struct{}{}:
+	default: // a wake-up is pending already
 	}
 }
 
-// expireFailed runs until ctx ends. On the Raft leader, a node gossip has
-// declared dead has its registration session closed at once, so the
-// coordinator's failover does not wait for session.timeout. Gossip
+// leaderCheckInterval is how often expireFailed looks whether this node
+// has become the Raft leader.
+const leaderCheckInterval = 250 * time.Millisecond
+
+// expireFailed runs until ctx ends. On the Raft leader, nodes gossip has
+// declared dead have their registration sessions closed at once, so the
+// coordinator's failover does not wait for session.timeout: when gossip
+// declares one, and when this node becomes leader (the old leader may be
+// the node that died, declared while this node was a follower). Gossip
 // declares a node dead only after its suspicion timeout, during which the
 // node could refute; and should it still be alive, its heartbeat loop sees
 // its registration gone and registers again.
 func (s *Server) expireFailed(ctx context.Context) {
+	t := time.NewTicker(leaderCheckInterval)
+	defer t.Stop()
+	wasLeader := false
 	for {
-		var id int32
+		failed := false
 		select {
 		case <-ctx.Done():
 			return
-		case id = <-s.failures:
+		case <-s.failures:
+			failed = true
+		case <-t.C:
 		}
-		if mb, ok := s.members.Load().Member(id); !ok || mb.Alive || !s.meta.IsLeader() || id == s.cfg.NodeID {
+		leader := s.meta.IsLeader()
+		if leader && (failed || !wasLeader) {
+			s.expireDead(ctx)
+		}
+		wasLeader = leader
+	}
+}
+
+// expireDead closes the registration session of every node gossip holds
+// dead.
+func (s *Server) expireDead(ctx context.Context) {
+	m := s.members.Load()
+	for _, mb := range m.Members() {
+		if mb.Alive || mb.ID == s.cfg.NodeID {
 			continue
 		}
-		owner, err := s.cat.TabletServerOwner(id)
+		owner, err := s.cat.TabletServerOwner(mb.ID)
 		if err != nil || owner == 0 {
 			continue
 		}
@@ -192,10 +212,10 @@ func (s *Server) expireFailed(ctx context.Context) {
 		err = s.meta.CloseSession(cctx, owner)
 		cancel()
 		if err != nil && !errors.Is(err, raftmeta.ErrSessionExpired) {
-			s.lg.Warn("could not expire the registration of a dead node; its session will time out", "dead_node", id, "err", err)
+			s.lg.Warn("could not expire the registration of a dead node; its session will time out", "dead_node", mb.ID, "err", err)
 			continue
 		}
-		s.lg.Info("expired the registration of a node gossip declared dead", "dead_node", id, "session", fmt.Sprintf("%#x", owner))
+		s.lg.Info("expired the registration of a node gossip declared dead", "dead_node", mb.ID, "session", fmt.Sprintf("%#x", owner))
 	}
 }
 

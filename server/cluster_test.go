@@ -79,6 +79,13 @@ func startCluster(t *testing.T, n int) ([]*Server, []Config) {
 	for i := range cfgs {
 		cfgs[i] = clusterConfig(t, t.TempDir(), int32(i+1), gossip[i], n, gossip...)
 	}
+	return startConfigs(t, cfgs), cfgs
+}
+
+// startConfigs starts a node of each config at once, and returns once all
+// are ready.
+func startConfigs(t *testing.T, cfgs []Config) []*Server {
+	n := len(cfgs)
 	servers := make([]*Server, n)
 	errs := make(chan error, n)
 	for i := range cfgs {
@@ -98,7 +105,7 @@ func startCluster(t *testing.T, n int) ([]*Server, []Config) {
 	for _, s := range servers {
 		t.Cleanup(func() { _ = s.Stop(context.Background()) })
 	}
-	return servers, cfgs
+	return servers
 }
 
 // TestClusterBootstrapExpect: three nodes started at once with
@@ -210,4 +217,37 @@ func TestGossipFailureExpiresRegistration(t *testing.T) {
 	if _, live := victim.meta.Session(old); live {
 		t.Fatal("the old registration session is still open")
 	}
+}
+
+// TestLeaderDeathExpiresItsRegistration: the Raft leader crashes (its gossip
+// and Raft stop, its session is not closed); the new leader closes the dead
+// node's registration session when it takes over, though gossip declared
+// the node dead while it was still a follower. The session timeout is long,
+// so only that can remove the registration within the wait.
+func TestLeaderDeathExpiresItsRegistration(t *testing.T) {
+	gossip := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	cfgs := make([]Config, 3)
+	for i := range cfgs {
+		cfgs[i] = clusterConfig(t, t.TempDir(), int32(i+1), gossip[i], 3, gossip...)
+		cfgs[i].SessionTimeout = 10 * time.Minute
+	}
+	servers := startConfigs(t, cfgs)
+	var leader *Server
+	var rest []*Server
+	for _, s := range servers {
+		if s.meta.IsLeader() {
+			leader = s
+		} else {
+			rest = append(rest, s)
+		}
+	}
+	// A crash: gossip and Raft stop; nothing is closed cleanly.
+	leader.members.Load().Kill()
+	if err := leader.meta.Raft().Shutdown().Error(); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the dead leader's registration gone", func() bool {
+		owner, err := rest[0].cat.TabletServerOwner(leader.cfg.NodeID)
+		return err == nil && owner == 0 && (rest[0].meta.IsLeader() || rest[1].meta.IsLeader())
+	})
 }

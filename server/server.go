@@ -66,10 +66,10 @@ type Server struct {
 	zk      *zkwire.Server // nil unless zookeeper.listen is set
 
 	// members is the node's gossip membership; nil without gossip (a
-	// single node whose gossip port was taken). failures queues the nodes
-	// gossip declared dead (cluster.go).
+	// single node whose gossip port was taken). failures wakes
+	// expireFailed when gossip declares a node dead (cluster.go).
 	members  atomic.Pointer[membership.Membership]
-	failures chan int32
+	failures chan struct{}
 
 	ready   atomic.Bool
 	session atomic.Int64 // the node's metadata session, 0 before registration
@@ -181,11 +181,13 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 	if err := s.startMembership(secret); err != nil {
 		return err
 	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		s.expireFailed(runCtx)
-	}()
+	if s.members.Load() != nil {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.expireFailed(runCtx)
+		}()
+	}
 	s.tables = newTableCache(s.cat, s.meta.LastZxid)
 	s.coord = coordinator.New(coordinator.Config{
 		NodeID:                   cfg.NodeID,
