@@ -14,6 +14,7 @@
 # appearance. This script runs it against the real ZooKeeper (STROM_ZK_ADDR when set, else a
 # private one from scripts/zookeeper.sh, stopped at exit), then against a Strom node started with
 # `strom server --zookeeper-listen` (go build; a temp data dir; free loopback ports), and diffs.
+# ZKDIFF_CLUSTER=1 also runs it against a follower of a three-node Strom cluster (~75 s in all).
 # Exit 0: zero divergences; 1: the transcripts differ (the diff is printed, ZooKeeper's side
 # first); 2: the driver failed against the real ZooKeeper (the reference) or nothing could start.
 #
@@ -62,13 +63,14 @@ fi
 
 # --- servers ----------------------------------------------------------------------------------
 SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/strom-zkdiff.XXXXXX")
-STROM_PID= ZK_DIR=
+PIDS=() ZK_DIR=
 cleanup() {
-  if [ -n "$STROM_PID" ]; then
-    kill "$STROM_PID" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$STROM_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$STROM_PID" 2>/dev/null || true; wait "$STROM_PID" 2>/dev/null || true
-  fi
+  local p
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do
+    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true
+  done
   if [ -n "$ZK_DIR" ]; then STROM_ZK_DIR=$ZK_DIR "$ROOT/scripts/zookeeper.sh" stop >/dev/null 2>&1 || true; fi
   rm -rf "$SCRATCH"
 }
@@ -84,15 +86,50 @@ fi
 
 log "go build strom"
 (cd "$ROOT" && go build -o "$SCRATCH/strom" .) || die "go build failed"
-API=$(free_port); RAFT=$(free_port); ZKP=$(free_port)
-"$SCRATCH/strom" server --data-dir "$SCRATCH/strom-data" --listen "127.0.0.1:$API" \
-  --raft-listen "127.0.0.1:$RAFT" --zookeeper-listen "127.0.0.1:$ZKP" > "$SCRATCH/strom.log" 2>&1 &
-STROM_PID=$!
-for i in $(seq 300); do
-  [ "$(flw "$ZKP" ruok)" = imok ] && break
-  kill -0 "$STROM_PID" 2>/dev/null && [ "$i" -lt 300 ] || { tail -n 20 "$SCRATCH/strom.log" >&2; die "strom server did not answer ruok on :$ZKP"; }
-  sleep 0.1
-done
+
+# node NAME ZKPORT [FLAGS...]: start `strom server` with its own data dir and free ports
+node() {
+  local name=$1 zk=$2; shift 2
+  "$SCRATCH/strom" server --data-dir "$SCRATCH/$name.data" --listen "127.0.0.1:$(free_port)" \
+    --raft-listen "127.0.0.1:$(free_port)" --zookeeper-listen "127.0.0.1:$zk" "$@" > "$SCRATCH/$name.log" 2>&1 &
+  PIDS+=($!)
+}
+# wait_mode NAME ZKPORT MODES: until srvr on ZKPORT reports one of MODES (a regexp)
+wait_mode() {
+  local i
+  for i in $(seq 600); do
+    flw "$2" srvr | grep -q -E "^Mode: ($3)" && return 0
+    kill -0 "${PIDS[0]}" 2>/dev/null || break
+    sleep 0.1
+  done
+  tail -n 20 "$SCRATCH/$1.log" >&2; die "$1 did not report mode $3 on :$2"
+}
+
+TARGETS=(strom)
+ZKP=$(free_port)
+node strom "$ZKP"
+ADDR_strom=127.0.0.1:$ZKP
+if [ "${ZKDIFF_CLUSTER:-0}" = 1 ]; then
+  # a three-node cluster; the driver talks to a follower (writes forwarded to the leader)
+  TARGETS+=(follower)
+  G=("$(free_port)" "$(free_port)" "$(free_port)") CZK=("$(free_port)" "$(free_port)" "$(free_port)")
+  JOIN=127.0.0.1:${G[0]},127.0.0.1:${G[1]},127.0.0.1:${G[2]}
+  export STROM_CLUSTER_SECRET=${STROM_CLUSTER_SECRET:-$(head -c 32 /dev/urandom | base64)}
+  for n in 1 2 3; do
+    node "node$n" "${CZK[$((n - 1))]}" --node-id "$n" --gossip-listen "127.0.0.1:${G[$((n - 1))]}" \
+      --join "$JOIN" --bootstrap-expect 3
+  done
+  ADDR_follower=
+  for i in $(seq 600); do # until one node leads and two follow it
+    modes=$(for p in "${CZK[@]}"; do flw "$p" srvr | sed -n "s/^Mode: /$p /p"; done)
+    if [ "$(grep -c ' leader$' <<< "$modes")" = 1 ] && [ "$(grep -c ' follower$' <<< "$modes")" = 2 ]; then
+      ADDR_follower=127.0.0.1:$(grep -m 1 ' follower$' <<< "$modes" | cut -d' ' -f1); break
+    fi
+    sleep 0.1
+  done
+  [ -n "$ADDR_follower" ] || { tail -n 20 "$SCRATCH"/node*.log >&2; die "the three-node cluster did not form"; }
+fi
+wait_mode strom "$ZKP" standalone
 
 # --- transcripts ------------------------------------------------------------------------------
 drive() { # NAME ADDR: the transcript to $SCRATCH/NAME.txt; the driver's exit code
@@ -100,24 +137,26 @@ drive() { # NAME ADDR: the transcript to $SCRATCH/NAME.txt; the driver's exit co
   timeout 300 java -Xmx256m -cp "$CLASSES:$CP" ZkDiff "$2" "${@:3}" > "$SCRATCH/$1.txt" 2> "$SCRATCH/$1.err" || rc=$?
   return $rc
 }
-# both at once: every step waits for its outcome, so neither transcript depends on timing
-log "driver against ZooKeeper at $ZK_ADDR and against the Strom shim at 127.0.0.1:$ZKP"
-drive zookeeper "$ZK_ADDR" "$@" & ZK_JOB=$!
-drive strom "127.0.0.1:$ZKP" "$@" & STROM_JOB=$!
-ZK_RC=0 STROM_RC=0
-wait "$ZK_JOB" || ZK_RC=$?
-wait "$STROM_JOB" || STROM_RC=$?
+# all at once: every step waits for its outcome, so no transcript depends on timing
+log "driver against ZooKeeper at $ZK_ADDR and against Strom: $(for t in "${TARGETS[@]}"; do a=ADDR_$t; printf '%s at %s; ' "$t" "${!a}"; done)"
+declare -A JOB
+drive zookeeper "$ZK_ADDR" "$@" & JOB[zookeeper]=$!
+for t in "${TARGETS[@]}"; do a=ADDR_$t; drive "$t" "${!a}" "$@" & JOB[$t]=$!; done
+ZK_RC=0; wait "${JOB[zookeeper]}" || ZK_RC=$?
 if [ "$ZK_RC" -ne 0 ]; then
   cat "$SCRATCH/zookeeper.txt" >&2; tail -n 20 "$SCRATCH/zookeeper.err" >&2
   die "the driver failed against the real ZooKeeper (the reference): a problem of the driver or the ZooKeeper, not of Strom"
 fi
-[ "$STROM_RC" -eq 0 ] || log "the driver failed against the shim (see the diff)"
-
 scenarios=$(grep -c '^== ' "$SCRATCH/zookeeper.txt" || true)
-if diff -u --label zookeeper --label strom "$SCRATCH/zookeeper.txt" "$SCRATCH/strom.txt"; then
-  log "PASS: $scenarios scenarios, $(wc -l < "$SCRATCH/zookeeper.txt") transcript lines, zero divergences"
-  exit 0
-fi
-tail -n 20 "$SCRATCH/strom.err" >&2
-log "FAIL: the shim diverges from ZooKeeper (diff above: - ZooKeeper, + Strom)"
-exit 1
+RC=0
+for t in "${TARGETS[@]}"; do
+  wait "${JOB[$t]}" || log "the driver failed against $t (see the diff)"
+  if diff -u --label zookeeper --label "$t" "$SCRATCH/zookeeper.txt" "$SCRATCH/$t.txt"; then
+    log "PASS $t: $scenarios scenarios, $(wc -l < "$SCRATCH/zookeeper.txt") transcript lines, zero divergences"
+  else
+    tail -n 20 "$SCRATCH/$t.err" >&2
+    log "FAIL $t: the shim diverges from ZooKeeper (diff above: - ZooKeeper, + $t)"
+    RC=1
+  fi
+done
+exit $RC
