@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"strom/raftmeta"
@@ -25,15 +26,24 @@ import (
 //     A bucket whose ISR is this node alone is not waited for: it goes
 //     offline until the node is back.
 //
-// The API serves throughout, answering NOT_LEADER_OR_FOLLOWER for the
-// buckets that moved. ctx (shutdown.timeout) bounds it; what it cannot do in
-// time is logged, and the stop goes on.
+// Steps 2 to 4 are skipped when the gossip sees no majority of the
+// metadata voters alive: nothing could commit. The API serves throughout,
+// answering NOT_LEADER_OR_FOLLOWER for the buckets that moved. ctx
+// (shutdown.timeout) bounds it; what it cannot do in time is logged, and
+// the stop goes on.
 func (s *Server) controlledShutdown(ctx context.Context) {
 	if s.heartbeatStop != nil {
 		s.heartbeatStop()
 		<-s.heartbeatDone
 	}
 	if s.meta == nil {
+		return
+	}
+	if !s.quorumAlive() {
+		// Nothing can commit: no session close, no election. The node
+		// stops at once rather than wait out shutdown.timeout (the last
+		// node of a cluster stopped one node at a time).
+		s.lg.Info("controlled shutdown skipped: the gossip sees no majority of the metadata voters alive")
 		return
 	}
 	if err := s.transferMetadataLeadership(); err != nil {
@@ -108,4 +118,30 @@ func (s *Server) closeSession(ctx context.Context, id int64) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// quorumAlive reports whether the gossip sees a majority of the metadata
+// group's voters alive, this node included. When the configuration cannot
+// be read it reports true: the controlled shutdown then tries.
+func (s *Server) quorumAlive() bool {
+	servers, err := s.meta.Servers()
+	if err != nil {
+		return true
+	}
+	alive := map[string]bool{strconv.Itoa(int(s.cfg.NodeID)): true}
+	for _, m := range s.Members() {
+		if m.Alive {
+			alive[strconv.Itoa(int(m.ID))] = true
+		}
+	}
+	voters, up := 0, 0
+	for _, sv := range servers {
+		if sv.Voter {
+			voters++
+			if alive[sv.ID] {
+				up++
+			}
+		}
+	}
+	return up > voters/2
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"strom/record"
 )
@@ -63,6 +64,42 @@ func TestControlledShutdownMovesLeadershipFirst(t *testing.T) {
 		}
 		if was := before.LeaderISR[b]; was.Leader == gone && lisr.CoordinatorEpoch <= was.CoordinatorEpoch {
 			t.Errorf("bucket %d: moved by coordinator epoch %d, want a newer coordinator's than %d (on another node)", b, lisr.CoordinatorEpoch, was.CoordinatorEpoch)
+		}
+	}
+}
+
+// TestLastNodeStopsAtOnce: nodes stopped one at a time; the last one, which
+// the gossip shows alone of three voters, cannot commit anything (no
+// session close, no election) and stops without waiting out its
+// shutdown.timeout.
+func TestLastNodeStopsAtOnce(t *testing.T) {
+	servers, _ := startCluster(t, 3)
+	for _, s := range servers {
+		s.cfg.ShutdownTimeout = time.Hour
+	}
+	for i, s := range servers {
+		if i == len(servers)-1 {
+			poll(t, "the last node's gossip seeing the others gone", func() bool {
+				alive := 0
+				for _, m := range s.Members() {
+					if m.Alive {
+						alive++
+					}
+				}
+				return alive == 1
+			})
+		}
+		// A deadline far below shutdown.timeout: a stop that waits for
+		// what cannot happen ends there.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err := s.Stop(ctx)
+		waited := ctx.Err() != nil
+		cancel()
+		if waited {
+			t.Fatalf("node %d (%d of %d stopped before it) waited until its stop's deadline: %v", s.cfg.NodeID, i, len(servers), err)
+		}
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 }
