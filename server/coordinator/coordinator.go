@@ -204,6 +204,7 @@ func (c *Coordinator) lead(ctx context.Context) {
 		}
 		return err
 	}
+	events := w.Events()
 	err = elect()
 	for !deposed(err) {
 		select {
@@ -212,7 +213,11 @@ func (c *Coordinator) lead(ctx context.Context) {
 		case req := <-t.requests:
 			err = req.fn(t)
 			req.reply <- err
-		case <-w.Events():
+		case _, ok := <-events:
+			if !ok {
+				events = nil // the metadata replica is closing
+				continue
+			}
 			err = elect() // with nothing to change, an election writes nothing
 		case <-check.C:
 			err = elect()
@@ -222,7 +227,7 @@ func (c *Coordinator) lead(ctx context.Context) {
 
 // deposed reports whether err means the term is over.
 func deposed(err error) bool {
-	return errors.Is(err, raftmeta.ErrNotLeader) || errors.Is(err, ErrNotCoordinator)
+	return errors.Is(err, raftmeta.ErrNotLeader) || errors.Is(err, ErrNotCoordinator) || errors.Is(err, raftmeta.ErrStopped)
 }
 
 func (c *Coordinator) takeOffice(ctx context.Context) (*term, error) {
