@@ -82,7 +82,8 @@ func NewManager(cfg Config, meta Meta) *Manager {
 
 // Run reconciles the hosted replicas with the metadata now and whenever the
 // assignments change, and runs retention, checkpoints and writer
-// expiration, until ctx is done. It then closes every replica.
+// expiration, until ctx is done or the metadata replica closes (then it
+// returns an error). It then closes every replica.
 func (m *Manager) Run(ctx context.Context) error {
 	w := m.meta.NewWatcher()
 	defer w.Close()
@@ -108,7 +109,10 @@ func (m *Manager) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-w.Events():
+		case _, ok := <-w.Events():
+			if !ok {
+				return errors.New("replica: the metadata replica closed; no longer following it")
+			}
 			drain(w.Events())
 			if err := m.Reconcile(); err != nil {
 				m.lg.Error("reconcile replicas", "err", err)
@@ -127,7 +131,10 @@ func (m *Manager) Run(ctx context.Context) error {
 func drain(ch <-chan raftmeta.Event) {
 	for {
 		select {
-		case <-ch:
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
 		default:
 			return
 		}

@@ -443,3 +443,31 @@ func TestRoleChangesApply(t *testing.T) {
 		t.Fatalf("append to an offline bucket: %v, want ErrNotLeader saying it has no leader", err)
 	}
 }
+
+// TestRunEndsWhenTheMetadataCloses: a manager whose metadata replica closes
+// under it stops (it used to spin, reconciling on a closed watch channel).
+func TestRunEndsWhenTheMetadataCloses(t *testing.T) {
+	meta := metatest.NewNode(t)
+	lc := log.DefaultConfig()
+	lc.NoSync = true
+	m := NewManager(Config{NodeID: 1, Dir: t.TempDir(), Log: lc, RetentionInterval: time.Hour, CheckpointInterval: time.Hour,
+		WriterExpirationInterval: time.Hour, Logger: metatest.Logger(t)}, meta)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	// A table created after Run started is hosted: Run is in its loop.
+	id := createTable(t, meta, "t", 1, []int32{1})
+	leadingReplica(t, m, TableBucket{TableID: id, Bucket: 0})
+	if err := meta.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Run returned no error when the metadata closed")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run still runs 30 s after its metadata replica closed")
+	}
+}
