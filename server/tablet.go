@@ -149,6 +149,22 @@ func writeBuckets(buckets []int32, write func(i int) (log.AppendInfo, error)) []
 	return results
 }
 
+// stickyBucket picks a bucket at random for rows without a bucket key:
+// one this node leads when it leads any (another would refuse the rows
+// with NOT_LEADER_OR_FOLLOWER), any otherwise.
+func (h *tabletHandler) stickyBucket(t catalog.Table) int32 {
+	var led []int32
+	for b, lisr := range t.LeaderISR {
+		if lisr.Leader == h.s.cfg.NodeID {
+			led = append(led, b)
+		}
+	}
+	if len(led) == 0 {
+		return int32(rand.IntN(int(t.Registration.BucketCount)))
+	}
+	return led[rand.IntN(len(led))]
+}
+
 // parseAcks reads a write's acks: -1 (the default), 0 or 1.
 func parseAcks(acks *int32) (int, error) {
 	if acks == nil {
@@ -202,12 +218,13 @@ func (h *tabletHandler) produceBucket(ctx context.Context, t catalog.Table, pb *
 
 // encodeRows turns JSON rows into one Arrow batch per bucket. Rows of a
 // table with a bucket key go to the key's bucket; otherwise all the rows of
-// the request go to one bucket chosen at random (Fluss's sticky bucket).
+// the request go to one bucket chosen at random (Fluss's sticky bucket)
+// among those this node leads, so that any node takes them.
 func (h *tabletHandler) encodeRows(t catalog.Table, rows []*structpb.Struct) ([]*stromv1.ProduceBucket, error) {
 	var problems []error
 	builders := map[int32]*record.ArrowBuilder{}
 	order := []int32{}
-	sticky := int32(rand.IntN(int(t.Registration.BucketCount)))
+	sticky := h.stickyBucket(t)
 	var bucketKey *record.KeyCodec
 	if len(t.Registration.BucketKeys) > 0 {
 		var err error
