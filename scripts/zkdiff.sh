@@ -14,7 +14,8 @@
 # appearance. This script runs it against the real ZooKeeper (STROM_ZK_ADDR when set, else a
 # private one from scripts/zookeeper.sh, stopped at exit), then against a Strom node started with
 # `strom server --zookeeper-listen` (go build; a temp data dir; free loopback ports), and diffs.
-# ZKDIFF_CLUSTER=1 also runs it against a follower of a three-node Strom cluster (~75 s in all).
+# ZKDIFF_CLUSTER=1 also runs it against a three-node Strom cluster (~75 s in all): the first
+# client of each step on a follower, the second (B, a cache's writer, ...) on the leader.
 # Exit 0: zero divergences; 1: the transcripts differ (the diff is printed, ZooKeeper's side
 # first); 2: the driver failed against the real ZooKeeper (the reference) or nothing could start.
 #
@@ -110,7 +111,8 @@ ZKP=$(free_port)
 node strom "$ZKP"
 ADDR_strom=127.0.0.1:$ZKP
 if [ "${ZKDIFF_CLUSTER:-0}" = 1 ]; then
-  # a three-node cluster; the driver talks to a follower (writes forwarded to the leader)
+  # a three-node cluster: the driver's first clients talk to a follower (writes forwarded to
+  # the leader), the second client of each two-client step to the leader
   TARGETS+=(follower)
   G=("$(free_port)" "$(free_port)" "$(free_port)") CZK=("$(free_port)" "$(free_port)" "$(free_port)")
   JOIN=127.0.0.1:${G[0]},127.0.0.1:${G[1]},127.0.0.1:${G[2]}
@@ -123,7 +125,8 @@ if [ "${ZKDIFF_CLUSTER:-0}" = 1 ]; then
   for i in $(seq 600); do # until one node leads and two follow it
     modes=$(for p in "${CZK[@]}"; do flw "$p" srvr | sed -n "s/^Mode: /$p /p"; done)
     if [ "$(grep -c ' leader$' <<< "$modes")" = 1 ] && [ "$(grep -c ' follower$' <<< "$modes")" = 2 ]; then
-      ADDR_follower=127.0.0.1:$(grep -m 1 ' follower$' <<< "$modes" | cut -d' ' -f1); break
+      ADDR_follower=127.0.0.1:$(grep -m 1 ' follower$' <<< "$modes" | cut -d' ' -f1)
+      OTHER_follower=127.0.0.1:$(grep -m 1 ' leader$' <<< "$modes" | cut -d' ' -f1); break
     fi
     sleep 0.1
   done
@@ -132,16 +135,17 @@ fi
 wait_mode strom "$ZKP" standalone
 
 # --- transcripts ------------------------------------------------------------------------------
-drive() { # NAME ADDR: the transcript to $SCRATCH/NAME.txt; the driver's exit code
+drive() { # NAME ADDR OTHER: the transcript to $SCRATCH/NAME.txt; the driver's exit code
   local rc=0
-  timeout 300 java -Xmx256m -cp "$CLASSES:$CP" ZkDiff "$2" "${@:3}" > "$SCRATCH/$1.txt" 2> "$SCRATCH/$1.err" || rc=$?
+  timeout 300 java -Xmx256m -Dzkdiff.other="$3" -cp "$CLASSES:$CP" ZkDiff "$2" "${@:4}" \
+    > "$SCRATCH/$1.txt" 2> "$SCRATCH/$1.err" || rc=$?
   return $rc
 }
 # all at once: every step waits for its outcome, so no transcript depends on timing
-log "driver against ZooKeeper at $ZK_ADDR and against Strom: $(for t in "${TARGETS[@]}"; do a=ADDR_$t; printf '%s at %s; ' "$t" "${!a}"; done)"
+log "driver against ZooKeeper at $ZK_ADDR and against Strom: $(for t in "${TARGETS[@]}"; do a=ADDR_$t o=OTHER_$t; printf '%s at %s (second clients at %s); ' "$t" "${!a}" "${!o:-${!a}}"; done)"
 declare -A JOB
-drive zookeeper "$ZK_ADDR" "$@" & JOB[zookeeper]=$!
-for t in "${TARGETS[@]}"; do a=ADDR_$t; drive "$t" "${!a}" "$@" & JOB[$t]=$!; done
+drive zookeeper "$ZK_ADDR" "$ZK_ADDR" "$@" & JOB[zookeeper]=$!
+for t in "${TARGETS[@]}"; do a=ADDR_$t o=OTHER_$t; drive "$t" "${!a}" "${!o:-${!a}}" "$@" & JOB[$t]=$!; done
 ZK_RC=0; wait "${JOB[zookeeper]}" || ZK_RC=$?
 if [ "$ZK_RC" -ne 0 ]; then
   cat "$SCRATCH/zookeeper.txt" >&2; tail -n 20 "$SCRATCH/zookeeper.err" >&2

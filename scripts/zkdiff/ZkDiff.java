@@ -64,7 +64,8 @@ import org.apache.zookeeper.proto.ConnectRequest;
  * deterministic against one server. A step that does not complete within WAIT_MS prints
  * TIMEOUT and ends its scenario (a divergence, not a hang).
  *
- * <p>Usage: java -cp ... ZkDiff HOST:PORT [SCENARIO...]. Exit 0 when every scenario ran.
+ * <p>Usage: java [-Dzkdiff.other=HOST:PORT] -cp ... ZkDiff HOST:PORT [SCENARIO...]. Exit 0 when
+ * every scenario ran.
  */
 public final class ZkDiff {
     static final String ROOT = "/zkdiff";
@@ -73,6 +74,13 @@ public final class ZkDiff {
     static final List<ACL> OPEN = ZooDefs.Ids.OPEN_ACL_UNSAFE;
 
     static String connect;
+    /**
+     * other is where the second client of a two-client step connects (B, the writer of a cache,
+     * the second lock or counter): -Dzkdiff.other=HOST:PORT, another node of a cluster; by
+     * default connect. A client that reads what another wrote syncs first, as ZooKeeper's
+     * contract asks of clients of different servers.
+     */
+    static String other;
     static final Map<Long, String> zxids = new HashMap<>();
     static final Map<Long, String> sessions = new HashMap<>();
     static final List<AutoCloseable> closers = new ArrayList<>();
@@ -233,8 +241,9 @@ public final class ZkDiff {
         final BlockingQueue<Watcher.Event.KeeperState> states = new LinkedBlockingQueue<>();
         ZooKeeper zk;
 
+        /** A client of a new session: B on the other server, any other on the first. */
         Client(String name) throws Exception {
-            this(name, connect, SESSION_MS);
+            this(name, name.equals("B") ? other : connect, SESSION_MS);
         }
 
         /** A client of a new session on addr (the server, or a Proxy in front of it). */
@@ -280,11 +289,7 @@ public final class ZkDiff {
          * before its reply (ZooKeeper sends a change's events before the replies that follow it).
          */
         void drain() throws InterruptedException {
-            CountDownLatch done = new CountDownLatch(1);
-            zk.sync("/", (rc, path, ctx) -> done.countDown(), null);
-            if (!done.await(WAIT_MS, TimeUnit.MILLISECONDS)) {
-                throw new Timeout(name + " sync");
-            }
+            sync(zk);
             synchronized (events) {
                 for (String e : events) {
                     out("  " + e);
@@ -292,6 +297,22 @@ public final class ZkDiff {
                 events.clear();
             }
         }
+    }
+
+    /**
+     * sync waits for a sync round trip of zk: its server has then every change that completed
+     * before, and its callback runs after every event that arrived before its reply.
+     */
+    static void sync(ZooKeeper zk) throws InterruptedException {
+        CountDownLatch done = new CountDownLatch(1);
+        zk.sync("/", (rc, path, ctx) -> done.countDown(), null);
+        if (!done.await(WAIT_MS, TimeUnit.MILLISECONDS)) {
+            throw new Timeout("sync");
+        }
+    }
+
+    static void sync(CuratorFramework c) throws Exception {
+        sync(c.getZookeeperClient().getZooKeeper());
     }
 
     static CuratorFramework curator() {
@@ -528,6 +549,7 @@ public final class ZkDiff {
         Client a = new Client("A");
         Client b = new Client("B");
         b.zk.create(p("/w"), b(""), OPEN, CreateMode.PERSISTENT);
+        sync(a.zk);
         op("A exists /w/x watch", () -> a.zk.exists(p("/w/x"), true));
         op("A getChildren /w watch", () -> a.zk.getChildren(p("/w"), true));
         op("B create /w/x", () -> b.zk.create(p("/w/x"), b("1"), OPEN, CreateMode.PERSISTENT));
@@ -547,6 +569,7 @@ public final class ZkDiff {
         op("A exists /w/y watch", () -> a.zk.exists(p("/w/y"), true));
         op("A create /w/y", () -> a.zk.create(p("/w/y"), b(""), OPEN, CreateMode.EPHEMERAL));
         a.drain();
+        sync(b.zk);
         op("B exists /w/y watch", () -> b.zk.exists(p("/w/y"), true));
         op("B getData /w/y watch", () -> b.zk.getData(p("/w/y"), true, null));
         op("A close (its ephemeral goes)", () -> {
@@ -560,6 +583,7 @@ public final class ZkDiff {
         Client a = new Client("A");
         Client b = new Client("B");
         b.zk.create(p("/pw"), b(""), OPEN, CreateMode.PERSISTENT);
+        sync(a.zk);
         op("A addWatch /pw/n PERSISTENT", () -> {
             a.zk.addWatch(p("/pw/n"), AddWatchMode.PERSISTENT);
             return "ok";
@@ -659,6 +683,7 @@ public final class ZkDiff {
         Client b = new Client("B");
         b.zk.create(p("/rc"), b(""), OPEN, CreateMode.PERSISTENT);
         b.zk.create(p("/rc/d"), b(""), OPEN, CreateMode.PERSISTENT);
+        sync(a.zk);
         op("A getData /rc/d watch", () -> a.zk.getData(p("/rc/d"), true, null));
         op("A exists /rc/x watch", () -> a.zk.exists(p("/rc/x"), true));
         op("A getChildren /rc watch", () -> a.zk.getChildren(p("/rc"), true));
@@ -694,6 +719,7 @@ public final class ZkDiff {
         Client b = new Client("B");
         b.zk.create(p("/ex"), b(""), OPEN, CreateMode.PERSISTENT);
         op("A create /ex/e ephemeral", () -> a.zk.create(p("/ex/e"), b(""), OPEN, CreateMode.EPHEMERAL));
+        sync(b.zk);
         op("B exists /ex/e watch", () -> b.zk.exists(p("/ex/e"), true));
         px.cut(true);
         a.expectState(Watcher.Event.KeeperState.Disconnected);
@@ -723,6 +749,7 @@ public final class ZkDiff {
         for (String n : new String[] {"/st/d", "/st/gone", "/st/same", "/st/r"}) {
             b.zk.create(p(n), b(""), OPEN, CreateMode.PERSISTENT);
         }
+        sync(a.zk);
         op("A getData /st/d watch", () -> a.zk.getData(p("/st/d"), true, null));
         op("A getData /st/gone watch", () -> a.zk.getData(p("/st/gone"), true, null));
         op("A getData /st/same watch", () -> a.zk.getData(p("/st/same"), true, null));
@@ -769,6 +796,7 @@ public final class ZkDiff {
         op("A session timeout", a.zk::getSessionTimeout);
         b.zk.create(p("/et"), b(""), OPEN, CreateMode.PERSISTENT);
         op("A create /et/e ephemeral", () -> a.zk.create(p("/et/e"), b(""), OPEN, CreateMode.EPHEMERAL));
+        sync(b.zk);
         op("B exists /et/e watch", () -> b.zk.exists(p("/et/e"), true));
         px.cut(true);
         a.expectState(Watcher.Event.KeeperState.Disconnected);
@@ -796,7 +824,7 @@ public final class ZkDiff {
 
     static void curatorCache() throws Exception {
         CuratorFramework c = curator();
-        CuratorFramework w = curator();
+        CuratorFramework w = curator(other);
         w.create().forPath(p("/cc"), b("root"));
         w.create().forPath(p("/cc/a"), b("a"));
         w.create().forPath(p("/cc/a/x"), b("ax"));
@@ -808,6 +836,7 @@ public final class ZkDiff {
                 .forAll((type, old, data) -> q.add(new Object[] {type, data != null ? data : old, data != null}))
                 .forInitialized(() -> q.add(new Object[0])).build());
         closers.add(cache::close);
+        sync(c);
         cache.start();
         List<Object[]> initial = new ArrayList<>();
         for (Object[] e = take("cache initialized", q); e.length > 0; e = take("cache initialized", q)) {
@@ -849,15 +878,17 @@ public final class ZkDiff {
     /** atomic-long: DistributedAtomicLong (Fluss's ZkSequenceIDCounter) from two clients. */
     static void atomicLong() throws Exception {
         CuratorFramework c1 = curator();
-        CuratorFramework c2 = curator();
+        CuratorFramework c2 = curator(other);
         DistributedAtomicLong a = new DistributedAtomicLong(c1, p("/seq"), new RetryNTimes(10, 10));
         DistributedAtomicLong b = new DistributedAtomicLong(c2, p("/seq"), new RetryNTimes(10, 10));
         op("A get (no node)", () -> av(a.get()));
         op("A increment", () -> av(a.increment()));
         op("B increment", () -> av(b.increment()));
+        sync(c1);
         op("A add(10)", () -> av(a.add(10L)));
         op("B compareAndSet(5, 7) (not the value)", () -> av(b.compareAndSet(5L, 7L)));
         op("B compareAndSet(12, 20)", () -> av(b.compareAndSet(12L, 20L)));
+        sync(c1);
         op("A trySet(30)", () -> av(a.trySet(30L)));
         op("A initialize(1) (exists)", () -> a.initialize(1L));
         op("B get", () -> av(b.get()));
@@ -940,7 +971,7 @@ public final class ZkDiff {
      */
     static void pathChildrenCache() throws Exception {
         CuratorFramework c = curator();
-        CuratorFramework w = curator();
+        CuratorFramework w = curator(other);
         w.create().forPath(p("/pcc"), b("root"));
         w.create().forPath(p("/pcc/a"), b("a"));
         BlockingQueue<Object> q = new LinkedBlockingQueue<>();
@@ -950,6 +981,7 @@ public final class ZkDiff {
                 .forPathChildrenCache(p("/pcc"), c, (client, ev) -> q.add(ev))
                 .forInitialized(() -> q.add(initialized)).build());
         closers.add(cache::close);
+        sync(c);
         cache.start();
         for (Object e = take("cache initialized", q); e != initialized; e = take("cache initialized", q)) {
             out("  initial " + pcc((PathChildrenCacheEvent) e));
@@ -987,7 +1019,7 @@ public final class ZkDiff {
     static void leaderLatch() throws Exception {
         List<LeaderLatch> latches = new ArrayList<>();
         for (String id : new String[] {"L1", "L2", "L3"}) {
-            LeaderLatch l = new LeaderLatch(curator(), p("/latch"), id);
+            LeaderLatch l = new LeaderLatch(curator(id.equals("L2") ? other : connect), p("/latch"), id);
             closers.add(() -> {
                 if (l.getState() == LeaderLatch.State.STARTED) {
                     l.close();
@@ -1036,17 +1068,19 @@ public final class ZkDiff {
         BlockingQueue<String> led = new LinkedBlockingQueue<>();
         Map<String, CountDownLatch[]> release = new HashMap<>();
         List<LeaderSelector> sels = new ArrayList<>();
+        CuratorFramework first = curator(); // S1's client
         for (String id : new String[] {"S1", "S2"}) {
             CountDownLatch[] gate = {new CountDownLatch(1)};
             release.put(id, gate);
-            LeaderSelector s = new LeaderSelector(curator(), p("/select"), new LeaderSelectorListenerAdapter() {
-                @Override
-                public void takeLeadership(CuratorFramework client) throws Exception {
-                    led.add(id);
-                    gate[0].await();
-                    gate[0] = new CountDownLatch(1);
-                }
-            });
+            LeaderSelector s = new LeaderSelector(id.equals("S1") ? first : curator(other), p("/select"),
+                    new LeaderSelectorListenerAdapter() {
+                        @Override
+                        public void takeLeadership(CuratorFramework client) throws Exception {
+                            led.add(id);
+                            gate[0].await();
+                            gate[0] = new CountDownLatch(1);
+                        }
+                    });
             s.setId(id);
             s.autoRequeue();
             closers.add(s::close);
@@ -1057,6 +1091,7 @@ public final class ZkDiff {
         }
         for (int round = 0; round < 4; round++) {
             String id = take("a leader", led);
+            sync(first);
             out("  leader " + id + " participants " + fmt(selParticipants(sels.get(0))));
             release.get(id)[0].countDown();
             // the released one requeues behind the other before the next round
@@ -1081,7 +1116,7 @@ public final class ZkDiff {
 
     static void mutex() throws Exception {
         CuratorFramework c1 = curator();
-        CuratorFramework c2 = curator();
+        CuratorFramework c2 = curator(other);
         InterProcessMutex m1 = new InterProcessMutex(c1, p("/lock"));
         InterProcessMutex m2 = new InterProcessMutex(c2, p("/lock"));
         op("M1 acquire", () -> m1.acquire(WAIT_MS, TimeUnit.MILLISECONDS));
@@ -1124,6 +1159,7 @@ public final class ZkDiff {
 
     static List<String> lockNodes(CuratorFramework c) {
         try {
+            sync(c);
             return c.getChildren().forPath(p("/lock")).stream().map(ZkDiff::strip).sorted()
                     .collect(Collectors.toList());
         } catch (Exception e) {
@@ -1134,7 +1170,7 @@ public final class ZkDiff {
     static void persistentNode() throws Exception {
         Proxy px = new Proxy();
         CuratorFramework owner = curator(px.addr());
-        CuratorFramework other = curator();
+        CuratorFramework peer = curator(other);
         owner.blockUntilConnected();
         ZooKeeper before = owner.getZookeeperClient().getZooKeeper();
         PersistentNode pn = new PersistentNode(owner, CreateMode.EPHEMERAL, false, p("/pn/node"), b("pn"));
@@ -1142,7 +1178,7 @@ public final class ZkDiff {
         pn.start();
         op("waitForInitialCreate", () -> pn.waitForInitialCreate(WAIT_MS, TimeUnit.MILLISECONDS));
         Stat st = new Stat();
-        op("getData /pn/node", () -> fmt(other.getData().storingStatIn(st).forPath(p("/pn/node"))) + " " + stat(st));
+        op("getData /pn/node", () -> fmt(peer.getData().storingStatIn(st).forPath(p("/pn/node"))) + " " + stat(st));
         op("owner is the owner's session", () -> st.getEphemeralOwner() == before.getSessionId());
         // expire the owner's session: cut the owner off (so it cannot take its session back in
         // between) and close the session from a second client with its id and password
@@ -1161,11 +1197,11 @@ public final class ZkDiff {
             dup.close();
             return "ok";
         });
-        op("exists /pn/node", () -> other.checkExists().forPath(p("/pn/node")));
+        op("exists /pn/node", () -> peer.checkExists().forPath(p("/pn/node")));
         px.refusing = false;
         await("the node recreated by a new session", () -> {
             try {
-                Stat now = other.checkExists().forPath(p("/pn/node"));
+                Stat now = peer.checkExists().forPath(p("/pn/node"));
                 return now != null && now.getEphemeralOwner() != before.getSessionId();
             } catch (Exception e) {
                 return false;
@@ -1173,7 +1209,7 @@ public final class ZkDiff {
         });
         // Not its version: now and then (seen against the shim under load, 1 run in ~15) Curator
         // recreates the node with a create answered NodeExists and a setData (version 1).
-        op("getData /pn/node", () -> fmt(other.getData().storingStatIn(st).forPath(p("/pn/node")))
+        op("getData /pn/node", () -> fmt(peer.getData().storingStatIn(st).forPath(p("/pn/node")))
                 + " ephemeral " + (st.getEphemeralOwner() != 0) + " children " + st.getNumChildren());
         op("owner is the owner's new session",
                 () -> st.getEphemeralOwner() == owner.getZookeeperClient().getZooKeeper().getSessionId());
@@ -1181,12 +1217,12 @@ public final class ZkDiff {
             pn.close();
             return "ok";
         });
-        op("exists /pn/node", () -> other.checkExists().forPath(p("/pn/node")));
+        op("exists /pn/node", () -> peer.checkExists().forPath(p("/pn/node")));
     }
 
     static void sharedCount() throws Exception {
         CuratorFramework c1 = curator();
-        CuratorFramework c2 = curator();
+        CuratorFramework c2 = curator(other);
         SharedCount a = new SharedCount(c1, p("/count"), 3);
         SharedCount b = new SharedCount(c2, p("/count"), 9);
         closers.add(a::close);
@@ -1224,6 +1260,7 @@ public final class ZkDiff {
 
     public static void main(String[] args) throws Exception {
         connect = args[0];
+        other = System.getProperty("zkdiff.other", connect);
         Map<String, Scenario> all = new java.util.LinkedHashMap<>();
         all.put("creates", ZkDiff::creates);
         all.put("multi", ZkDiff::multi);
