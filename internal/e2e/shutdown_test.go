@@ -80,3 +80,78 @@ func TestControlledShutdownOnSIGTERM(t *testing.T) {
 		}
 	}
 }
+
+// TestSIGKILLedNodesBucketsGetNewLeaders: a node killed with SIGKILL (not
+// the Raft leader, so the coordinator stays) loses the leadership of its
+// buckets to the first live member of each ISR once the cluster holds it
+// dead; restarted, it is a follower: it left every ISR.
+func TestSIGKILLedNodesBucketsGetNewLeaders(t *testing.T) {
+	bin := buildStrom(t)
+	c := newProcCluster(t, bin, 3)
+	c.start(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	leader := int(c.waitFormed(ctx, []int32{1, 2, 3}).RaftLeader)
+	killed := 1 + leader%3
+	cl, err := client.New(c.nodes[leader].api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Admin().CreateDatabase(ctx, &stromv1.CreateDatabaseRequest{Database: "db"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Admin().CreateTable(ctx, &stromv1.CreateTableRequest{Database: "db", Table: "t",
+		Descriptor_: &stromv1.TableDescriptor{
+			Schema:      &stromv1.Schema{Columns: []*stromv1.Column{{Name: "id", Type: "BIGINT"}}},
+			BucketCount: 6,
+			Properties:  map[string]string{"table.replication.factor": "3"},
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := cl.Admin().GetTable(ctx, "db", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err := c.nodes[killed].kill(syscall.SIGKILL); err == nil {
+		t.Fatal("SIGKILL: the process exited cleanly")
+	}
+	c.nodes[killed].node = nil
+	var after *stromv1.TableInfo
+	for {
+		if after, err = cl.Admin().GetTable(ctx, "db", "t"); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(after.Buckets, func(b *stromv1.BucketAssignment) bool { return slices.Contains(b.Isr, int32(killed)) }) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("node %d still in ISRs: %v", killed, after.Buckets)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	for i, b := range after.Buckets {
+		was := before.Buckets[i]
+		want := was.Leader
+		if was.Leader == int32(killed) {
+			// Kafka's rule: the first live ISR member in replica order.
+			want = slices.DeleteFunc(slices.Clone(was.Replicas), func(id int32) bool { return id == int32(killed) })[0]
+		}
+		if b.Leader != want {
+			t.Errorf("bucket %d (replicas %v, leader %d): leader %d after node %d died, want %d", b.Bucket, was.Replicas, was.Leader, b.Leader, killed, want)
+		}
+	}
+
+	c.launch(killed)
+	c.nodes[killed].waitReady()
+	again, err := cl.Admin().GetTable(ctx, "db", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range again.Buckets {
+		if b.Leader == int32(killed) || slices.Contains(b.Isr, int32(killed)) {
+			t.Errorf("bucket %d after node %d's restart: leader %d, ISR %v; it cannot be in sync (nothing replicates yet)", b.Bucket, killed, b.Leader, b.Isr)
+		}
+	}
+}
