@@ -19,9 +19,11 @@ import (
 // leader's state.
 //
 // Records below the offset the tablet has applied are skipped (a repeated
-// call is harmless); a batch starting above it is an error (a gap), as is
-// a batch that does not decode with the table's schema (ErrCorrupt).
-// Nothing of a failing call is applied after the failing batch.
+// call is harmless); when the first batch starts above it (an earlier call
+// failed) the missing batches are first read back from the log, so the
+// batches must already be in the log. A batch that does not decode with
+// the table's schema is ErrCorrupt. Nothing of a failing call is applied
+// after the failing batch.
 func (t *Tablet) ApplyChangelog(batches []byte) error {
 	t.writeMu.Lock()
 	defer t.writeMu.Unlock()
@@ -30,6 +32,12 @@ func (t *Tablet) ApplyChangelog(batches []byte) error {
 	t.mu.Unlock()
 	if closed {
 		return ErrClosed
+	}
+	if b, _, err := record.NextBatch(batches); err == nil {
+		// A gap (an earlier call failed): catch up from the log first.
+		if _, err := t.replayLocked(b.BaseOffset()); err != nil {
+			return err
+		}
 	}
 	_, err := t.applyLocked(batches)
 	return err

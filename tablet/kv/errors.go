@@ -28,12 +28,15 @@ var (
 	ErrSchemaMismatch = errors.New("kv: schema id mismatch")
 	// ErrAheadOfLog: Pebble holds rows flushed up to an offset the log no
 	// longer has (the log lost committed batches, e.g. a power cut with
-	// log fsync disabled). The KV cannot be reconciled with its changelog
-	// without a snapshot.
+	// log fsync disabled), or the log starts above what Pebble holds, and
+	// the log does not start at 0: the KV cannot be refolded from its
+	// changelog without a snapshot. (From a log starting at 0 the KV is
+	// rebuilt instead.)
 	ErrAheadOfLog = errors.New("kv: kv store is ahead of its log")
 	// ErrTruncateBelowFlushed: the log was truncated below the offset already
 	// flushed into Pebble (committed data was removed, as after an unclean
-	// leader election). The KV must be rebuilt from a snapshot.
+	// leader election) and does not start at 0, so the KV cannot be rebuilt
+	// from it: it must be restored from a snapshot.
 	ErrTruncateBelowFlushed = errors.New("kv: truncation below the flushed offset")
 	// ErrBehindLog: PutKv on a tablet that has not applied every batch of
 	// its log (a promoted follower whose replica layer has not yet passed

@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -164,32 +165,23 @@ func (t *Tablet) recover() error {
 		}
 		flushed = 0
 	}
-	if flushed > end {
-		return fmt.Errorf("%w: rows flushed up to offset %d, the log ends at %d", ErrAheadOfLog, flushed, end)
-	}
 	if flushed < start {
 		return fmt.Errorf("%w: rows flushed up to offset %d, the log now starts at %d; restore a snapshot", ErrAheadOfLog, flushed, start)
+	}
+	if flushed > end {
+		// The log lost committed batches (a power cut with log fsync off
+		// on this node): its own replicas hold them, Pebble must not.
+		t.lg.Warn("pebble holds rows the log no longer has: rebuilding it from the log", "flushed", flushed, "log_end", end)
+		return t.rebuildLocked()
 	}
 	if hw := t.log.HighWatermark(); flushed > hw {
 		t.lg.Info("raising the high watermark to the flushed offset", "hw", hw, "flushed", flushed)
 		t.log.SetHighWatermark(flushed)
 	}
 	t.mu.flushed, t.mu.end = flushed, flushed
-	replayed := 0
-	for off := flushed; off < end; {
-		info, err := t.log.Read(off, 4<<20, end)
-		if err != nil {
-			return fmt.Errorf("kv: replay log from %d: %w", off, err)
-		}
-		if info.Batches == nil {
-			break
-		}
-		n, err := t.applyLocked(info.Batches)
-		if err != nil {
-			return fmt.Errorf("kv: replay log from %d: %w", off, err)
-		}
-		replayed += n
-		off = t.mu.end
+	replayed, err := t.replayLocked(end)
+	if err != nil {
+		return err
 	}
 	hw := t.log.HighWatermark()
 	if err := t.FlushTo(hw); err != nil {
@@ -197,6 +189,107 @@ func (t *Tablet) recover() error {
 	}
 	t.lg.Info("recovered", "flushed", flushed, "replayed_rows", replayed, "hw", hw, "log_end", end,
 		"buffered", t.mu.buf.len())
+	return nil
+}
+
+// replayLocked applies the log's batches from the offset the KV has
+// applied up to `to` (the follower path, ApplyChangelog, reading the
+// batches back from the log), and returns the number of changes applied.
+// writeMu held, or Open running.
+func (t *Tablet) replayLocked(to int64) (int, error) {
+	replayed := 0
+	for {
+		t.mu.Lock()
+		off := t.mu.end
+		t.mu.Unlock()
+		if off >= to {
+			return replayed, nil
+		}
+		info, err := t.log.Read(off, 4<<20, to)
+		if err != nil {
+			return replayed, fmt.Errorf("kv: replay log from %d: %w", off, err)
+		}
+		n, err := t.applyLocked(info.Batches)
+		replayed += n
+		if err != nil {
+			return replayed, fmt.Errorf("kv: replay log from %d: %w", off, err)
+		}
+		t.mu.Lock()
+		moved := t.mu.end > off
+		t.mu.Unlock()
+		if !moved {
+			return replayed, fmt.Errorf("kv: replay log from %d: no batch below offset %d", off, to)
+		}
+	}
+}
+
+// rebuildLocked empties Pebble and the buffer and folds the whole log
+// into them again: Pebble held rows the log no longer has. That is
+// possible only when committed batches were lost: an unclean leader
+// election (a leader from outside the ISR, whose log is shorter), or a
+// power cut losing unfsynced batches on a majority of the replicas. The
+// log must start at offset 0 (else ErrAheadOfLog: the rows below its start
+// are gone, restore a snapshot). Readers see rows disappear and come back
+// during the rebuild; the replica layer serves reads on the leader only.
+// writeMu held, or Open running.
+func (t *Tablet) rebuildLocked() error {
+	if start := t.log.LogStartOffset(); start > 0 {
+		return fmt.Errorf("%w: pebble holds rows the log no longer has, and the log starts at %d; restore a snapshot", ErrAheadOfLog, start)
+	}
+	t.flushMu.Lock()
+	err := t.clearPebble()
+	if err == nil {
+		t.mu.Lock()
+		t.mu.buf = newPreWriteBuffer()
+		t.mu.flushed, t.mu.end = 0, 0
+		t.mu.Unlock()
+	}
+	t.flushMu.Unlock()
+	if err != nil {
+		return err
+	}
+	replayed, err := t.replayLocked(t.log.LogEndOffset())
+	if err != nil {
+		return err
+	}
+	hw := t.log.HighWatermark()
+	if err := t.FlushTo(hw); err != nil {
+		return err
+	}
+	t.lg.Warn("rebuilt from the log", "replayed_rows", replayed, "hw", hw, "log_end", t.log.LogEndOffset())
+	return nil
+}
+
+// clearPebble deletes every key, the flushed offset's included (a crash
+// part way through a rebuild leaves an empty Pebble with no flushed offset:
+// Open replays the log from 0). flushMu held.
+func (t *Tablet) clearPebble() error {
+	it, err := t.db.NewIter(nil)
+	if err != nil {
+		return fmt.Errorf("kv: clear: %w", err)
+	}
+	var last []byte
+	if it.Last() {
+		last = bytes.Clone(it.Key())
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return fmt.Errorf("kv: clear: %w", err)
+	}
+	b := t.db.NewBatch()
+	defer b.Close()
+	// The range starts at the first row key, not at the empty meta key:
+	// Pebble's invariant checks reject a range deletion from the empty key
+	// once it is in an sstable.
+	err = b.Delete(metaFlushedKey, nil)
+	if len(last) > 0 {
+		err = errors.Join(err, b.DeleteRange(rowsLower, last, nil), b.Delete(last, nil))
+	}
+	if err != nil {
+		return fmt.Errorf("kv: clear: %w", err)
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("kv: clear: %w", err)
+	}
 	return nil
 }
 
@@ -245,13 +338,38 @@ func (t *Tablet) Close() error {
 	return nil
 }
 
-// BecomeLeader sets the leader epoch PutKv appends with. The replica
-// layer calls it when this replica becomes leader; the pre-write buffer
-// carries over (it holds the uncommitted tail of this replica's log).
-func (t *Tablet) BecomeLeader(epoch int32) {
+// BecomeLeader makes the tablet its log's leader at epoch (the epoch
+// PutKv appends with); the replica layer calls it when this replica
+// becomes leader. It first brings the KV level with the log: it applies the
+// log's batches the KV has not (normally none: the follower passes every
+// batch it appends to ApplyChangelog), and forgets changes beyond the
+// log's end (as TruncateTo). Pebble then holds the committed rows and the
+// pre-write buffer the rest of the log, uncommitted, so the next PutKv
+// merges against every write the log holds, the acknowledged ones
+// included. On an error (the log does not decode) the epoch is not set
+// and PutKv keeps failing with ErrBehindLog.
+func (t *Tablet) BecomeLeader(epoch int32) error {
+	t.writeMu.Lock()
+	defer t.writeMu.Unlock()
+	t.mu.Lock()
+	closed, end := t.mu.closed, t.mu.end
+	t.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	logEnd := t.log.LogEndOffset()
+	if end > logEnd {
+		if err := t.truncateLocked(logEnd); err != nil {
+			return err
+		}
+	}
+	if _, err := t.replayLocked(logEnd); err != nil {
+		return err
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.mu.leaderEpoch = epoch
+	return nil
 }
 
 // FlushedOffset is the offset below which every change is in Pebble.
@@ -337,27 +455,42 @@ func (t *Tablet) FlushTo(highWatermark int64) error {
 // TruncateTo forgets every change at or above offset, and the rest of a
 // changelog batch that holds offset (as the log does): the replica layer
 // calls it right after truncating the log to offset (a follower whose log
-// diverged from its new leader's). Only buffered changes can be dropped;
-// an offset below the flushed offset gives ErrTruncateBelowFlushed and
-// changes nothing (the KV must then be restored from a snapshot).
+// diverged from its new leader's). Normally only buffered changes go: the
+// log is cut above the high watermark (Kafka KIP-101: the new leader holds
+// every committed batch), and Pebble holds rows below it only. Below the
+// flushed offset (committed batches lost: an unclean leader election) the
+// KV is rebuilt from the log (rebuildLocked), or, when the log does not
+// start at 0, it fails with ErrTruncateBelowFlushed and changes nothing
+// (the KV must then be restored from a snapshot).
 func (t *Tablet) TruncateTo(offset int64) error {
 	t.writeMu.Lock()
 	defer t.writeMu.Unlock()
+	return t.truncateLocked(offset)
+}
+
+// truncateLocked is TruncateTo. writeMu held.
+func (t *Tablet) truncateLocked(offset int64) error {
 	t.flushMu.Lock()
-	defer t.flushMu.Unlock()
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.mu.closed {
+	closed, flushed := t.mu.closed, t.mu.flushed
+	if !closed && offset >= flushed {
+		// The log drops a batch that holds offset whole; so does the buffer.
+		end := t.mu.buf.boundary(offset, flushed)
+		t.mu.buf.truncateTo(end)
+		t.mu.end = end
+	}
+	t.mu.Unlock()
+	t.flushMu.Unlock()
+	switch {
+	case closed:
 		return ErrClosed
+	case offset >= flushed:
+		return nil
+	case t.log.LogStartOffset() > 0:
+		return fmt.Errorf("%w: truncate to %d, rows are flushed up to %d, and the log starts at %d", ErrTruncateBelowFlushed, offset, flushed, t.log.LogStartOffset())
 	}
-	if offset < t.mu.flushed {
-		return fmt.Errorf("%w: truncate to %d, rows are flushed up to %d", ErrTruncateBelowFlushed, offset, t.mu.flushed)
-	}
-	// The log drops a batch that holds offset whole; so does the buffer.
-	end := t.mu.buf.boundary(offset, t.mu.flushed)
-	t.mu.buf.truncateTo(end)
-	t.mu.end = end
-	return nil
+	t.lg.Warn("truncated below the flushed offset (committed batches lost): rebuilding from the log", "offset", offset, "flushed", flushed)
+	return t.rebuildLocked()
 }
 
 // pebbleLogger drops Pebble's informational logs, passes its errors to the

@@ -135,7 +135,9 @@ func (r *Replica) setLeaderAndISR(leader, epoch int32, isr []int32) error {
 			return fmt.Errorf("bucket %s: start leader epoch %d: %w", r.tb, epoch, err)
 		}
 		if r.kv != nil {
-			r.kv.BecomeLeader(epoch)
+			if err := r.kv.BecomeLeader(epoch); err != nil {
+				return fmt.Errorf("bucket %s: KV of leader epoch %d: %w", r.tb, epoch, err)
+			}
 		}
 		r.lg.Info("became leader", "epoch", epoch)
 	case wasLeader && leader != r.nodeID:
