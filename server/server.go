@@ -277,7 +277,7 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 		s.scanners.run(runCtx)
 	}()
 	s.ready.Store(true)
-	s.lg.Info("node ready", "cluster_id", id.ClusterID, "data_dir", cfg.DataDir)
+	s.lg.Info("node ready", "cluster_id", s.ClusterID(), "data_dir", cfg.DataDir)
 	return nil
 }
 

@@ -130,14 +130,14 @@ func (c *Cluster) newNode(i int, ip string) *Node {
 	cfg.GossipTimings = membership.LocalTimings()
 
 	var err error
-	cfg.Listen, cfg.Advertise, err = c.forward(n, "tcp")
+	cfg.Listen, cfg.Advertise, err = c.forward(n, 1, "tcp")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.RaftListen, cfg.RaftAdvertise, err = c.forward(n, "tcp"); err != nil {
+	if cfg.RaftListen, cfg.RaftAdvertise, err = c.forward(n, 2, "tcp"); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.GossipListen, cfg.GossipAdvertise, err = c.forward(n, "tcp+udp"); err != nil {
+	if cfg.GossipListen, cfg.GossipAdvertise, err = c.forward(n, 3, "tcp+udp"); err != nil {
 		t.Fatal(err)
 	}
 	n.API = cfg.Advertise
@@ -148,12 +148,21 @@ func (c *Cluster) newNode(i int, ip string) *Node {
 	return n
 }
 
-// forward picks a private port for node n and a proxy port forwarding to
-// it, for TCP or for TCP and UDP on the same port (gossip).
-func (c *Cluster) forward(n *Node, proto string) (private, public string, err error) {
+// privateBase is where a node's private ports start on its own IP: below
+// the kernel's ephemeral range (32768 and up), from which the proxies'
+// ports come, so that a private port is never one the proxy holds.
+const privateBase = 24000
+
+// forward picks a private port for node n (privateBase+k, or any free one
+// if that is taken) and a proxy port forwarding to it, for TCP or for TCP
+// and UDP on the same port (gossip).
+func (c *Cluster) forward(n *Node, k int, proto string) (private, public string, err error) {
 	udp := proto == "tcp+udp"
-	if private, err = freePort(n.IP, udp); err != nil {
-		return "", "", err
+	private = net.JoinHostPort(n.IP, strconv.Itoa(privateBase+k))
+	if !isFree(private, udp) {
+		if private, err = freePort(n.IP, udp); err != nil {
+			return "", "", err
+		}
 	}
 	for range 20 {
 		var addr string
@@ -169,6 +178,24 @@ func (c *Cluster) forward(n *Node, proto string) (private, public string, err er
 		// The UDP port is taken: that TCP forwarder stays unused.
 	}
 	return "", "", fmt.Errorf("testcluster: no free TCP+UDP port on %s: %w", n.IP, err)
+}
+
+// isFree reports whether addr can be listened on now (TCP, and UDP too
+// when udp is set).
+func isFree(addr string, udp bool) bool {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return false
+	}
+	defer ln.Close()
+	if udp {
+		pc, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			return false
+		}
+		pc.Close()
+	}
+	return true
 }
 
 // freePort returns ip:port of a port free now (for TCP, and UDP too when
