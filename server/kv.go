@@ -265,15 +265,15 @@ func keyNames(c *record.KeyCodec) string {
 }
 
 // kvOf returns the leader's KV tablet of a bucket.
-func (h *tabletHandler) kvOf(t catalog.Table, bucket int32) (*kv.Tablet, error) {
+func (h *tabletHandler) kvOf(ctx context.Context, t catalog.Table, bucket int32) (*kv.Tablet, error) {
 	r, err := h.replica(t, bucket)
 	if err != nil {
 		return nil, err
 	}
-	return r.KV()
+	return r.KV(ctx)
 }
 
-func (h *tabletHandler) Lookup(_ context.Context, req *connect.Request[stromv1.LookupRequest]) (*connect.Response[stromv1.LookupResponse], error) {
+func (h *tabletHandler) Lookup(ctx context.Context, req *connect.Request[stromv1.LookupRequest]) (*connect.Response[stromv1.LookupResponse], error) {
 	m := req.Msg
 	kt, err := h.kvTable(m.Database, m.Table)
 	if err != nil {
@@ -295,7 +295,7 @@ func (h *tabletHandler) Lookup(_ context.Context, req *connect.Request[stromv1.L
 		res := &stromv1.LookupBucketResult{Bucket: lb.Bucket}
 		resp.Buckets = append(resp.Buckets, res)
 		results[lb.Bucket] = res
-		t, err := h.kvOf(kt.Table, lb.Bucket)
+		t, err := h.kvOf(ctx, kt.Table, lb.Bucket)
 		if err == nil {
 			var values [][]byte
 			if values, err = t.Lookup(lb.Keys); err == nil {
@@ -347,7 +347,7 @@ func decodeKvValue(kt kvTable, v []byte) (record.Row, error) {
 	return kt.rows.Decode(row)
 }
 
-func (h *tabletHandler) PrefixLookup(_ context.Context, req *connect.Request[stromv1.PrefixLookupRequest]) (*connect.Response[stromv1.PrefixLookupResponse], error) {
+func (h *tabletHandler) PrefixLookup(ctx context.Context, req *connect.Request[stromv1.PrefixLookupRequest]) (*connect.Response[stromv1.PrefixLookupResponse], error) {
 	m := req.Msg
 	kt, err := h.kvTable(m.Database, m.Table)
 	if err != nil {
@@ -375,7 +375,7 @@ func (h *tabletHandler) PrefixLookup(_ context.Context, req *connect.Request[str
 		res := &stromv1.PrefixLookupBucketResult{Bucket: lb.Bucket}
 		resp.Buckets = append(resp.Buckets, res)
 		results[lb.Bucket] = res
-		t, err := h.kvOf(kt.Table, lb.Bucket)
+		t, err := h.kvOf(ctx, kt.Table, lb.Bucket)
 		for i := 0; err == nil && i < len(lb.Keys); i++ {
 			values, more, lerr := t.PrefixLookup(lb.Keys[i], max(budget, 1))
 			switch {
@@ -547,7 +547,7 @@ func (s *scanners) closeAll() {
 	}
 }
 
-func (h *tabletHandler) ScanKv(_ context.Context, req *connect.Request[stromv1.ScanKvRequest]) (*connect.Response[stromv1.ScanKvResponse], error) {
+func (h *tabletHandler) ScanKv(ctx context.Context, req *connect.Request[stromv1.ScanKvRequest]) (*connect.Response[stromv1.ScanKvResponse], error) {
 	m := req.Msg
 	kt, err := h.kvTable(m.Database, m.Table)
 	if err != nil {
@@ -567,7 +567,7 @@ func (h *tabletHandler) ScanKv(_ context.Context, req *connect.Request[stromv1.S
 		if err := h.s.scanners.reserve(b); err != nil {
 			return nil, err
 		}
-		snap, err := h.snapshot(kt.Table, m.Bucket)
+		snap, err := h.snapshot(ctx, kt.Table, m.Bucket)
 		if err != nil {
 			h.s.scanners.release(b)
 			return nil, err
@@ -616,8 +616,8 @@ func (h *tabletHandler) ScanKv(_ context.Context, req *connect.Request[stromv1.S
 }
 
 // snapshot opens a snapshot of a bucket's KV tablet.
-func (h *tabletHandler) snapshot(t catalog.Table, bucket int32) (*kv.Snapshot, error) {
-	tab, err := h.kvOf(t, bucket)
+func (h *tabletHandler) snapshot(ctx context.Context, t catalog.Table, bucket int32) (*kv.Snapshot, error) {
+	tab, err := h.kvOf(ctx, t, bucket)
 	if err != nil {
 		return nil, err
 	}
@@ -626,13 +626,13 @@ func (h *tabletHandler) snapshot(t catalog.Table, bucket int32) (*kv.Snapshot, e
 
 // limitScanKv answers LimitScan on a primary-key table: the first rows of
 // the bucket in key order, as KV values (binary) or JSON objects.
-func (h *tabletHandler) limitScanKv(req *connect.Request[stromv1.LimitScanRequest], t catalog.Table) (*connect.Response[stromv1.LimitScanResponse], error) {
+func (h *tabletHandler) limitScanKv(ctx context.Context, req *connect.Request[stromv1.LimitScanRequest], t catalog.Table) (*connect.Response[stromv1.LimitScanResponse], error) {
 	m := req.Msg
 	kt, err := h.kvTable(m.Database, m.Table)
 	if err != nil {
 		return nil, err
 	}
-	tab, err := h.kvOf(t, m.Bucket)
+	tab, err := h.kvOf(ctx, t, m.Bucket)
 	if err != nil {
 		return nil, err
 	}

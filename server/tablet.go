@@ -632,7 +632,7 @@ func (h *tabletHandler) ListOffsets(_ context.Context, req *connect.Request[stro
 	return connect.NewResponse(resp), nil
 }
 
-func (h *tabletHandler) LimitScan(_ context.Context, req *connect.Request[stromv1.LimitScanRequest]) (*connect.Response[stromv1.LimitScanResponse], error) {
+func (h *tabletHandler) LimitScan(ctx context.Context, req *connect.Request[stromv1.LimitScanRequest]) (*connect.Response[stromv1.LimitScanResponse], error) {
 	m := req.Msg
 	t, err := h.table(m.Database, m.Table)
 	if err != nil {
@@ -642,7 +642,7 @@ func (h *tabletHandler) LimitScan(_ context.Context, req *connect.Request[stromv
 		return nil, &record.InvalidError{Field: "limit", Reason: fmt.Sprintf("must be 1..100000, got %d", m.Limit)}
 	}
 	if len(t.Schema.PrimaryKey) > 0 {
-		return h.limitScanKv(req, t)
+		return h.limitScanKv(ctx, req, t)
 	}
 	r, err := h.replica(t, m.Bucket)
 	if err != nil {

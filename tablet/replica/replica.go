@@ -75,6 +75,9 @@ type Replica struct {
 		leader      int32
 		leaderEpoch int32
 		isr         []int32
+		// epochStart is, on the leader, the log end when its leader epoch
+		// started: every write an earlier leader acknowledged is below it.
+		epochStart int64
 		// followers is, on the leader, what it knows of each follower
 		// (reset when this node's leadership starts).
 		followers map[int32]FollowerState
@@ -131,6 +134,7 @@ func (r *Replica) setLeaderAndISR(leader, epoch int32, isr []int32) error {
 	r.mu.leader, r.mu.leaderEpoch, r.mu.isr = leader, epoch, slices.Clone(isr)
 	switch {
 	case leader == r.nodeID && (!wasLeader || epoch != oldEpoch):
+		r.mu.epochStart = r.log.LogEndOffset()
 		if err := r.log.AssignEpoch(epoch, r.log.LogEndOffset()); err != nil {
 			return fmt.Errorf("bucket %s: start leader epoch %d: %w", r.tb, epoch, err)
 		}
@@ -317,19 +321,41 @@ func (r *Replica) appendInOrder(ctx context.Context, appendFn func(epoch int32) 
 }
 
 // KV returns the bucket's KV tablet for reads (lookups, scans) on the
-// leader: ErrNotKV for a log table, ErrNotLeader on a follower.
-func (r *Replica) KV() (*kv.Tablet, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	switch {
-	case r.mu.closed:
-		return nil, ErrClosed
-	case r.kv == nil:
-		return nil, fmt.Errorf("bucket %s: %w", r.tb, ErrNotKV)
-	case r.mu.leader != r.nodeID:
-		return nil, r.notLeaderLocked()
+// leader: ErrNotKV for a log table, ErrNotLeader on a follower. A new
+// leader's reads wait until its high watermark reaches the start of its
+// leader epoch (Kafka KIP-207 holds ListOffsets the same way): Pebble holds
+// the rows below the high watermark only, and a promoted follower's high
+// watermark may lag the old leader's until the other in-sync replicas
+// fetch from it, while every write an earlier leader acknowledged is below
+// the epoch's start. ctx bounds the wait (then ErrNotEnoughReplicas,
+// retriable); a ctx already done does not wait at all.
+func (r *Replica) KV(ctx context.Context) (*kv.Tablet, error) {
+	for {
+		r.mu.Lock()
+		var err error
+		switch {
+		case r.mu.closed:
+			err = ErrClosed
+		case r.kv == nil:
+			err = fmt.Errorf("bucket %s: %w", r.tb, ErrNotKV)
+		case r.mu.leader != r.nodeID:
+			err = r.notLeaderLocked()
+		}
+		hw, start, wait := r.log.HighWatermark(), r.mu.epochStart, r.mu.advanced
+		r.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		if hw >= start {
+			return r.kv, nil
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("bucket %s: %w: the new leader's high watermark %d has not reached the start of its leader epoch %d (the in-sync replicas have not fetched from it yet): %w",
+				r.tb, ErrNotEnoughReplicas, hw, start, ctx.Err())
+		}
 	}
-	return r.kv, nil
 }
 
 // ReadResult is what Read returns.
