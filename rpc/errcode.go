@@ -64,6 +64,10 @@ var (
 	// (no replication yet) retrying gets the same answer, so it is not. The
 	// bucket result's next_offset says where a consumer skipping it goes on.
 	CodeCorruptRecord = Code{14, "CORRUPT_RECORD_EXCEPTION", connect.CodeDataLoss, false}
+	// An ISR change refused by the coordinator (AdjustISR): the leader
+	// waits for its metadata.
+	CodeInvalidUpdateVersion = Code{22, "INVALID_UPDATE_VERSION_EXCEPTION", connect.CodeFailedPrecondition, false}
+	CodeIneligibleReplica    = Code{55, "INELIGIBLE_REPLICA_EXCEPTION", connect.CodeFailedPrecondition, false}
 	// Strom's own codes start at 1000.
 	CodeNotReady      = Code{1000, "NODE_NOT_READY", connect.CodeUnavailable, true}
 	CodeLimitExceeded = Code{1001, "LIMIT_EXCEEDED", connect.CodeResourceExhausted, false}
@@ -119,6 +123,9 @@ var sentinels = []struct {
 	{catalog.ErrSchemaNotExist, CodeSchemaNotExist},
 	{coordinator.ErrNotCoordinator, CodeNotCoordinator},
 	{coordinator.ErrNotEnoughServers, CodeInvalidReplication},
+	{coordinator.ErrFencedLeaderEpoch, CodeFencedLeaderEpoch},
+	{coordinator.ErrInvalidUpdateVersion, CodeInvalidUpdateVersion},
+	{coordinator.ErrIneligibleReplica, CodeIneligibleReplica},
 	{ErrNotReady, CodeNotReady},
 	{ErrLimitExceeded, CodeLimitExceeded},
 	{ErrTooManyScanners, CodeTooManyScanners},

@@ -143,6 +143,16 @@ type Config struct {
 	// forgotten (server.writer-id.expiration-check-interval, Fluss's key;
 	// default 10 minutes).
 	WriterIDExpirationCheckInterval time.Duration
+	// ReplicaMaxLagTime is how long a follower may go without catching up
+	// with its leader's log end before the leader has it leave the ISR
+	// (log.replica.max-lag-time, Fluss's key and default: 30 s). The leader
+	// checks every half of it (Kafka's ISR expiration).
+	ReplicaMaxLagTime time.Duration
+	// MinInSyncReplicas is the fewest in-sync replicas a bucket needs to
+	// take an acks=-1 write; with fewer the write fails at once with
+	// NOT_ENOUGH_REPLICAS (log.replica.min-in-sync-replicas-number, Fluss's
+	// key and default: 1).
+	MinInSyncReplicas int
 	// LogValidationFull makes ProduceLog decompress and decode every Arrow
 	// batch before appending it (log.validation.full; default false), as
 	// Kafka's broker validates compressed batches: a batch whose compressed
@@ -259,6 +269,10 @@ func DefaultConfig() Config {
 		// Idempotent writers' state (Fluss's keys and defaults).
 		WriterIDExpirationTime:          7 * 24 * time.Hour,
 		WriterIDExpirationCheckInterval: 10 * time.Minute,
+
+		// Replication (Fluss's keys and defaults).
+		ReplicaMaxLagTime: 30 * time.Second,
+		MinInSyncReplicas: 1,
 
 		MaxConnections:          8192,
 		MaxConnectionsPerIP:     2048,
@@ -452,6 +466,10 @@ func Keys() []Key {
 			func(c *Config) *time.Duration { return &c.WriterIDExpirationTime }),
 		durationKey("server.writer-id.expiration-check-interval", "", "how often expired idempotent writers are forgotten",
 			func(c *Config) *time.Duration { return &c.WriterIDExpirationCheckInterval }),
+		durationKey("log.replica.max-lag-time", "", "how long a follower may lag behind its leader's log end before it leaves the ISR",
+			func(c *Config) *time.Duration { return &c.ReplicaMaxLagTime }),
+		intKey("log.replica.min-in-sync-replicas-number", "", "fewest in-sync replicas a bucket needs to take an acks=-1 write",
+			func(c *Config) *int { return &c.MinInSyncReplicas }),
 		stringKey("log.format", "log-format", "log format: text or json",
 			func(c *Config) *string { return &c.LogFormat }),
 		stringKey("log.level", "log-level", "log level: debug, info, warn or error",
@@ -664,6 +682,12 @@ func (c Config) Validate() error {
 	}
 	if c.WriterIDExpirationCheckInterval <= 0 {
 		bad("server.writer-id.expiration-check-interval", "must be positive, got %s", c.WriterIDExpirationCheckInterval)
+	}
+	if c.ReplicaMaxLagTime < 2*time.Millisecond {
+		bad("log.replica.max-lag-time", "must be at least 2ms, got %s", c.ReplicaMaxLagTime)
+	}
+	if c.MinInSyncReplicas < 1 {
+		bad("log.replica.min-in-sync-replicas-number", "must be ≥ 1, got %d", c.MinInSyncReplicas)
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		bad("log.format", "want text or json, got %q", c.LogFormat)

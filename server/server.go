@@ -216,6 +216,8 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 		CheckpointInterval:       5 * time.Second,
 		SegmentVerifyRate:        cfg.SegmentVerifyRate,
 		WriterExpirationInterval: cfg.WriterIDExpirationCheckInterval,
+		MaxLagTime:               cfg.ReplicaMaxLagTime,
+		MinInSyncReplicas:        cfg.MinInSyncReplicas,
 		KVCache:                  s.kvCache,
 		Logger:                   s.lg,
 	}, s.meta)

@@ -292,3 +292,31 @@ func decode(path string, data []byte, v any) error {
 	}
 	return nil
 }
+
+// Bucket returns a bucket's replicas (in assignment order) and its
+// leader_isr, for a change to one bucket (an ISR change). A table or
+// bucket that does not exist, or has no leader_isr yet, is ErrTableNotExist.
+func (c *Catalog) Bucket(tableID int64, bucket int32) ([]int32, LeaderAndISR, error) {
+	var a TableAssignment
+	var lisr LeaderAndISR
+	for _, z := range []struct {
+		path string
+		v    any
+	}{{assignmentPath(tableID), &a}, {leaderISRPath(tableID, bucket), &lisr}} {
+		data, _, err := c.tree.Get(z.path)
+		if errors.Is(err, raftmeta.ErrNoNode) {
+			return nil, lisr, fmt.Errorf("table id %d bucket %d: %w", tableID, bucket, ErrTableNotExist)
+		}
+		if err != nil {
+			return nil, lisr, err
+		}
+		if err := decode(z.path, data, z.v); err != nil {
+			return nil, lisr, err
+		}
+	}
+	replicas, ok := a.Buckets[bucket]
+	if !ok {
+		return nil, lisr, fmt.Errorf("table id %d bucket %d: %w", tableID, bucket, ErrTableNotExist)
+	}
+	return replicas, lisr, nil
+}

@@ -46,6 +46,16 @@ type Config struct {
 	// KVCache is the Pebble block cache shared by the node's KV tablets
 	// (nil: each gets a small private one).
 	KVCache *pebble.Cache
+	// ISR sends the ISR changes of the buckets this node leads to the
+	// coordinator; nil: the node asks for none.
+	ISR ISRChanger
+	// MaxLagTime is how long a follower may go without catching up with
+	// its leader's log end before it leaves the ISR
+	// (log.replica.max-lag-time); the leaders check every half of it.
+	MaxLagTime time.Duration
+	// MinInSyncReplicas is the fewest in-sync replicas an acks=-1 write
+	// needs (log.replica.min-in-sync-replicas-number); 0 counts as 1.
+	MinInSyncReplicas int
 	// Logger receives the manager's logs.
 	Logger *slog.Logger
 }
@@ -65,6 +75,9 @@ type Manager struct {
 	cat  *catalog.Catalog
 	lg   *slog.Logger
 
+	// isrWake has the ISR check run now (a follower may rejoin).
+	isrWake chan struct{}
+
 	mu struct {
 		sync.RWMutex
 		replicas map[TableBucket]*Replica
@@ -74,7 +87,7 @@ type Manager struct {
 
 // NewManager returns a manager; Run makes it follow the metadata.
 func NewManager(cfg Config, meta Meta) *Manager {
-	m := &Manager{cfg: cfg, meta: meta, cat: catalog.New(meta), lg: cfg.Logger.With("component", "replica")}
+	m := &Manager{cfg: cfg, meta: meta, cat: catalog.New(meta), lg: cfg.Logger.With("component", "replica"), isrWake: make(chan struct{}, 1)}
 	m.mu.replicas = map[TableBucket]*Replica{}
 	m.mu.tables = map[int64]catalog.Table{}
 	return m
@@ -95,6 +108,9 @@ func (m *Manager) Run(ctx context.Context) error {
 	defer bg.Wait() // before closeAll
 	if m.cfg.SegmentVerifyRate > 0 {
 		bg.Go(func() { m.verifySegments(ctx) })
+	}
+	if m.cfg.ISR != nil && m.cfg.MaxLagTime > 0 {
+		bg.Go(func() { m.checkISRs(ctx) })
 	}
 	if err := m.Reconcile(); err != nil {
 		m.lg.Error("reconcile replicas", "err", err)
@@ -172,6 +188,7 @@ func (m *Manager) Reconcile() error {
 		if err := r.setLeaderAndISR(lisr.Leader, lisr.LeaderEpoch, lisr.ISR); err != nil {
 			errs = append(errs, err)
 		}
+		r.setBucketEpoch(lisr.BucketEpoch)
 	}
 	m.mu.Lock()
 	m.mu.tables = hosted
@@ -280,6 +297,7 @@ func (m *Manager) open(tb TableBucket, t catalog.Table) (*Replica, error) {
 		}
 	}
 	r = newReplica(tb, m.cfg.NodeID, lt, kt, lc.Logger)
+	r.minISR = m.cfg.MinInSyncReplicas
 	m.mu.Lock()
 	m.mu.replicas[tb] = r
 	m.mu.Unlock()

@@ -76,8 +76,19 @@ type Replica struct {
 		leaderEpoch int32
 		isr         []int32
 		// epochStart is, on the leader, the log end when its leader epoch
-		// started: every write an earlier leader acknowledged is below it.
+		// started: every write an earlier leader acknowledged is below it,
+		// and a follower outside the ISR rejoins only with a log end at
+		// least this (isr.go).
 		epochStart int64
+		// leaderSince is when this node's leadership started: a follower
+		// in the ISR that has not fetched since counts as caught up then.
+		leaderSince time.Time
+		// bucketEpoch is the leader_isr's: an ISR change names it.
+		bucketEpoch int32
+		// isrAsked is the bucket epoch at which the coordinator took an
+		// ISR change this leader asked for (-1: none): none is asked
+		// again until the metadata shows it.
+		isrAsked int32
 		// followers is, on the leader, what it knows of each follower
 		// (reset when this node's leadership starts).
 		followers map[int32]FollowerState
@@ -95,6 +106,9 @@ type Replica struct {
 	}
 	// gapWait is how long such a batch waits (gapWait; tests change it).
 	gapWait time.Duration
+	// minISR is the fewest in-sync replicas an acks=-1 write needs
+	// (log.replica.min-in-sync-replicas-number).
+	minISR int
 }
 
 // gapWait bounds how long a batch that arrived ahead of its writer's
@@ -105,6 +119,7 @@ const gapWait = time.Second
 func newReplica(tb TableBucket, nodeID int32, lt *log.Tablet, kt *kv.Tablet, lg *slog.Logger) *Replica {
 	r := &Replica{tb: tb, nodeID: nodeID, log: lt, kv: kt, lg: lg, gapWait: gapWait}
 	r.mu.leader = -1
+	r.mu.isrAsked = -1
 	r.mu.advanced = make(chan struct{})
 	r.mu.appended = make(chan struct{})
 	return r
@@ -123,7 +138,8 @@ func (r *Replica) Log() *log.Tablet { return r.log }
 // in between (a reconcile reads the latest leader_isr only). Everyone
 // waiting on the replica wakes up to see the change: acks=-1 appends
 // (which fail with ErrNotLeader once the node no longer leads) and batches
-// waiting for their writer's earlier ones.
+// waiting for their writer's earlier ones. An ISR that shrank may move
+// the high watermark.
 func (r *Replica) setLeaderAndISR(leader, epoch int32, isr []int32) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -134,7 +150,7 @@ func (r *Replica) setLeaderAndISR(leader, epoch int32, isr []int32) error {
 	r.mu.leader, r.mu.leaderEpoch, r.mu.isr = leader, epoch, slices.Clone(isr)
 	switch {
 	case leader == r.nodeID && (!wasLeader || epoch != oldEpoch):
-		r.mu.epochStart = r.log.LogEndOffset()
+		r.mu.epochStart, r.mu.leaderSince = r.log.LogEndOffset(), time.Now()
 		if err := r.log.AssignEpoch(epoch, r.log.LogEndOffset()); err != nil {
 			return fmt.Errorf("bucket %s: start leader epoch %d: %w", r.tb, epoch, err)
 		}
@@ -152,6 +168,16 @@ func (r *Replica) setLeaderAndISR(leader, epoch int32, isr []int32) error {
 	close(r.mu.appended)
 	r.mu.appended = make(chan struct{})
 	return err
+}
+
+// setBucketEpoch records the bucket epoch of the leader_isr just applied
+// (after setLeaderAndISR, so that an ISR change asked for in between names
+// the older epoch and is refused as stale, never a newer epoch with an
+// older ISR).
+func (r *Replica) setBucketEpoch(e int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.mu.bucketEpoch = e
 }
 
 // notLeaderLocked is the error of a call that needs the leader, naming the
@@ -237,8 +263,17 @@ func (r *Replica) PutKv(ctx context.Context, batch record.KvBatch, targetColumns
 }
 
 // write runs an append as the leader (appendInOrder) and waits for acks.
+// An acks=-1 write with fewer in-sync replicas than minISR fails at once,
+// unappended, with ErrNotEnoughReplicas.
 func (r *Replica) write(ctx context.Context, acks int, appendFn func(epoch int32) (log.AppendInfo, error)) (log.AppendInfo, error) {
-	info, err := r.appendInOrder(ctx, appendFn)
+	info, err := r.appendInOrder(ctx, func(epoch int32) (log.AppendInfo, error) {
+		if acks == -1 {
+			if err := r.checkMinISRLocked(); err != nil {
+				return log.AppendInfo{}, err
+			}
+		}
+		return appendFn(epoch)
+	})
 	if err != nil || acks != -1 {
 		return info, err
 	}

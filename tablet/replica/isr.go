@@ -1,0 +1,128 @@
+package replica
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// ISRChange is a bucket leader's request to change the bucket's ISR: the
+// leader_isr it acts on (leader, leader epoch, bucket epoch) and the ISR
+// it wants (Fluss's AdjustIsr, Kafka's AlterPartition).
+type ISRChange struct {
+	TB          TableBucket
+	Leader      int32
+	LeaderEpoch int32
+	BucketEpoch int32
+	ISR         []int32
+}
+
+// ISRChanger sends ISR changes to the coordinator, which writes them (the
+// server's node-to-node call). It returns nil once the coordinator wrote
+// the change, or the error it refused it with (a stale leader or bucket
+// epoch, an ineligible replica) or could not be reached with.
+type ISRChanger interface {
+	AdjustISR(ctx context.Context, c ISRChange) error
+}
+
+// isrProposalLocked is the ISR check of a leader at now (Kafka's
+// maybeShrinkIsr and maybeExpandIsr): the current ISR without the
+// followers that have not caught up with the leader's log end for longer
+// than maxLag, with the followers outside it whose log end reached the
+// high watermark and the start of this leader epoch. A follower in the ISR
+// that has not fetched in this leadership counts as caught up when it
+// started. ok is false when there is nothing to change, when this node
+// does not lead, or when a change it asked for at this bucket epoch is
+// not in its metadata yet.
+func (r *Replica) isrProposalLocked(now time.Time, maxLag time.Duration) (c ISRChange, ok bool) {
+	if r.mu.closed || r.mu.leader != r.nodeID || r.mu.isrAsked == r.mu.bucketEpoch {
+		return c, false
+	}
+	hw := r.log.HighWatermark()
+	isr := slices.DeleteFunc(slices.Clone(r.mu.isr), func(id int32) bool {
+		if id == r.nodeID {
+			return false
+		}
+		caughtUp := r.mu.leaderSince
+		if f, ok := r.mu.followers[id]; ok && f.CaughtUpAt.After(caughtUp) {
+			caughtUp = f.CaughtUpAt
+		}
+		return now.Sub(caughtUp) > maxLag
+	})
+	var joining []int32
+	for id, f := range r.mu.followers {
+		if !slices.Contains(r.mu.isr, id) && f.LogEnd >= hw && f.LogEnd >= r.mu.epochStart {
+			joining = append(joining, id)
+		}
+	}
+	slices.Sort(joining)
+	isr = append(isr, joining...)
+	if slices.Equal(isr, r.mu.isr) {
+		return c, false
+	}
+	return ISRChange{TB: r.tb, Leader: r.nodeID, LeaderEpoch: r.mu.leaderEpoch, BucketEpoch: r.mu.bucketEpoch, ISR: isr}, true
+}
+
+// checkISR asks the coordinator for the ISR change isrProposalLocked finds,
+// if any. The replica applies the new ISR only when its metadata shows it
+// (setLeaderAndISR), and asks for nothing more at this bucket epoch once
+// the coordinator took a change. It returns whether it asked.
+func (r *Replica) checkISR(ctx context.Context, isr ISRChanger, now time.Time, maxLag time.Duration) (bool, error) {
+	r.mu.Lock()
+	c, ok := r.isrProposalLocked(now, maxLag)
+	r.mu.Unlock()
+	if !ok {
+		return false, nil
+	}
+	if err := isr.AdjustISR(ctx, c); err != nil {
+		return true, fmt.Errorf("bucket %s: change the ISR from %v to %v: %w", r.tb, r.isrNow(), c.ISR, err)
+	}
+	r.mu.Lock()
+	if r.mu.bucketEpoch == c.BucketEpoch {
+		r.mu.isrAsked = c.BucketEpoch
+	}
+	r.mu.Unlock()
+	r.lg.Info("asked for an ISR change", "to", c.ISR, "bucket_epoch", c.BucketEpoch)
+	return true, nil
+}
+
+func (r *Replica) isrNow() []int32 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.mu.isr)
+}
+
+// checkMinISRLocked refuses an acks=-1 write, before it is appended, when
+// the bucket has fewer in-sync replicas than minISR (Kafka's and Fluss's
+// NOT_ENOUGH_REPLICAS, retriable: the ISR may grow again).
+func (r *Replica) checkMinISRLocked() error {
+	if len(r.mu.isr) < r.minISR {
+		return fmt.Errorf("bucket %s: %w: the ISR %v has %d replicas, acks=-1 needs %d (log.replica.min-in-sync-replicas-number)",
+			r.tb, ErrNotEnoughReplicas, r.mu.isr, len(r.mu.isr), r.minISR)
+	}
+	return nil
+}
+
+// checkISRs runs the ISR check of every replica this node leads, every
+// half of MaxLagTime (Kafka's ISR expiration) and when woken, until ctx is
+// done.
+func (m *Manager) checkISRs(ctx context.Context) {
+	t := time.NewTicker(m.cfg.MaxLagTime / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-m.isrWake:
+		}
+		for _, r := range m.replicas() {
+			rctx, cancel := context.WithTimeout(ctx, m.cfg.MaxLagTime)
+			if _, err := r.checkISR(rctx, m.cfg.ISR, time.Now(), m.cfg.MaxLagTime); err != nil && ctx.Err() == nil {
+				m.lg.Warn("ISR change not made; waiting for the metadata", "err", err)
+			}
+			cancel()
+		}
+	}
+}

@@ -1,0 +1,178 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"strom/internal/metatest"
+	"strom/raftmeta"
+	"strom/raftmeta/catalog"
+)
+
+// The leader's ISR decisions: a follower that has not caught up for longer
+// than max-lag-time leaves (one that never fetched counts from the start
+// of the leadership); one outside the ISR rejoins once its log end reaches
+// the high watermark and the start of the leader epoch.
+func TestISRProposal(t *testing.T) {
+	meta := metatest.NewNode(t)
+	m := startManager(t, meta, t.TempDir())
+	id := createTable(t, meta, "t", 1, []int32{1, 2, 3})
+	r := leadingReplica(t, m, TableBucket{id, 0})
+	const lag = 30 * time.Second
+	start := time.Now()
+	r.mu.Lock()
+	r.mu.leaderSince = start
+	r.mu.Unlock()
+	for _, tc := range []struct {
+		name       string
+		isr        []int32
+		hw         int64 // the leader's high watermark
+		epochStart int64
+		followers  map[int32]FollowerState
+		at         time.Duration // since the leadership started
+		want       []int32       // nil: no change
+	}{
+		{name: "all caught up", isr: []int32{1, 2, 3}, at: time.Minute,
+			followers: map[int32]FollowerState{2: {LogEnd: 5, CaughtUpAt: start.Add(50 * time.Second)}, 3: {LogEnd: 5, CaughtUpAt: start.Add(40 * time.Second)}}},
+		{name: "one lags", isr: []int32{1, 2, 3}, at: time.Minute, want: []int32{1, 2},
+			followers: map[int32]FollowerState{2: {LogEnd: 5, CaughtUpAt: start.Add(50 * time.Second)}, 3: {LogEnd: 4, CaughtUpAt: start.Add(29 * time.Second)}}},
+		{name: "never fetched, within the lag", isr: []int32{1, 2, 3}, at: lag},
+		{name: "never fetched, past the lag", isr: []int32{1, 2, 3}, at: lag + time.Millisecond, want: []int32{1}},
+		{name: "fetched, never caught up", isr: []int32{1, 2}, at: lag + time.Millisecond, want: []int32{1},
+			followers: map[int32]FollowerState{2: {LogEnd: 3}}},
+		{name: "caught up rejoins", isr: []int32{1, 2}, hw: 7, at: time.Second, want: []int32{1, 2, 3},
+			followers: map[int32]FollowerState{2: {LogEnd: 7, CaughtUpAt: start}, 3: {LogEnd: 7}}},
+		{name: "below the high watermark stays out", isr: []int32{1, 2}, hw: 7, at: time.Second,
+			followers: map[int32]FollowerState{2: {LogEnd: 7, CaughtUpAt: start}, 3: {LogEnd: 6, CaughtUpAt: start}}},
+		{name: "below the leader epoch's start stays out", isr: []int32{1}, hw: 2, epochStart: 4, at: time.Second,
+			followers: map[int32]FollowerState{2: {LogEnd: 3, CaughtUpAt: start}}},
+		{name: "both at once", isr: []int32{1, 2}, hw: 7, at: time.Minute, want: []int32{1, 3},
+			followers: map[int32]FollowerState{3: {LogEnd: 7, CaughtUpAt: start.Add(time.Minute)}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.mu.isr, r.mu.followers, r.mu.epochStart = tc.isr, tc.followers, tc.epochStart
+			for r.log.LogEndOffset() < tc.hw {
+				if _, err := r.log.AppendAsLeader(batch(1), r.mu.leaderEpoch, start); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r.log.SetHighWatermark(tc.hw)
+			c, ok := r.isrProposalLocked(start.Add(tc.at), lag)
+			if ok != (tc.want != nil) || ok && !slices.Equal(c.ISR, tc.want) {
+				t.Fatalf("proposal %v (%v), want %v", c.ISR, ok, tc.want)
+			}
+			if ok && (c.Leader != 1 || c.LeaderEpoch != 3 || c.TB != r.tb) {
+				t.Fatalf("proposal %+v does not name the leader_isr it acts on", c)
+			}
+		})
+	}
+}
+
+// fakeCoordinator writes the ISR changes it is asked for, refusing a stale
+// bucket epoch, as the coordinator does.
+type fakeCoordinator struct {
+	meta *raftmeta.Node
+	mu   sync.Mutex
+	asks []ISRChange
+}
+
+var errStale = errors.New("fake coordinator: stale bucket epoch")
+
+func (f *fakeCoordinator) AdjustISR(ctx context.Context, c ISRChange) error {
+	f.mu.Lock()
+	f.asks = append(f.asks, c)
+	f.mu.Unlock()
+	_, cur, err := catalog.New(f.meta).Bucket(c.TB.TableID, c.TB.Bucket)
+	if err != nil {
+		return err
+	}
+	if cur.BucketEpoch != c.BucketEpoch || cur.LeaderEpoch != c.LeaderEpoch {
+		return errStale
+	}
+	cur.ISR, cur.BucketEpoch = c.ISR, cur.BucketEpoch+1
+	_, err = f.meta.Do(ctx, 0, catalog.SetLeaderISROp(c.TB.TableID, c.TB.Bucket, cur))
+	return err
+}
+
+func (f *fakeCoordinator) calls() []ISRChange {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.asks)
+}
+
+// A follower that never catches up leaves the ISR through the coordinator;
+// the leader applies the change from its metadata, and the high watermark
+// it then computes over itself alone commits an acks=-1 write that was
+// waiting. Once the coordinator took the change the leader asks nothing
+// more.
+func TestLaggingFollowerLeavesTheISR(t *testing.T) {
+	meta := metatest.NewNode(t)
+	coord := &fakeCoordinator{meta: meta}
+	m := startManager(t, meta, t.TempDir(), func(c *Config) { c.ISR, c.MaxLagTime = coord, 100*time.Millisecond })
+	id := createTable(t, meta, "t", 1, []int32{1, 2})
+	tb := TableBucket{id, 0}
+	r := leadingReplica(t, m, tb)
+	// A safety net only: the write waits for the ISR change.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := r.Append(ctx, batch(1), -1); err != nil {
+		t.Fatalf("acks=-1 write waiting for node 2: %v", err)
+	}
+	_, lisr, err := catalog.New(meta).Bucket(id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(lisr.ISR, []int32{1}) || lisr.BucketEpoch != 1 {
+		t.Fatalf("leader_isr %+v, want ISR [1] at bucket epoch 1", lisr)
+	}
+	if res, _ := r.Read(0, 1<<20); res.HighWatermark != 1 {
+		t.Fatalf("high watermark %d after the shrink, want 1", res.HighWatermark)
+	}
+	// Nothing more to ask: the ISR is the leader alone.
+	if calls := coord.calls(); len(calls) != 1 || calls[0].BucketEpoch != 0 || !slices.Equal(calls[0].ISR, []int32{1}) {
+		t.Fatalf("the leader asked %+v, want one change to [1] at bucket epoch 0", calls)
+	}
+}
+
+// With fewer in-sync replicas than log.replica.min-in-sync-replicas-number
+// an acks=-1 write fails at once with ErrNotEnoughReplicas and appends
+// nothing; acks=1 still appends, and with enough replicas acks=-1 is
+// appended.
+func TestAcksAllBelowMinISRFailsAtOnce(t *testing.T) {
+	meta := metatest.NewNode(t)
+	m := startManager(t, meta, t.TempDir(), func(c *Config) { c.MinInSyncReplicas = 2 })
+	id := createTable(t, meta, "t", 1, []int32{1})
+	tb := TableBucket{id, 0}
+	r := leadingReplica(t, m, tb)
+	// A safety net only: the write must fail before anything waits.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := r.Append(ctx, batch(1), -1)
+	if !errors.Is(err, ErrNotEnoughReplicas) || ctx.Err() != nil {
+		t.Fatalf("acks=-1 with ISR [1] and min ISR 2: %v (ctx %v), want ErrNotEnoughReplicas at once", err, ctx.Err())
+	}
+	if end := r.Log().LogEndOffset(); end != 0 {
+		t.Fatalf("the refused write was appended: log end %d", end)
+	}
+	if _, err := r.Append(ctx, batch(1), 1); err != nil {
+		t.Fatalf("acks=1: %v", err)
+	}
+	// Two in sync: the acks=-1 write is appended (it then waits for the
+	// high watermark, which a done context cuts short).
+	setLeaderISR(t, meta, tb, catalog.LeaderAndISR{Leader: 1, LeaderEpoch: 3, ISR: []int32{1, 2}, BucketEpoch: 1})
+	waitFor(t, "the ISR of two", func() bool { return len(r.isrNow()) == 2 })
+	done, stop := context.WithCancel(context.Background())
+	stop()
+	if _, err := r.Append(done, batch(1), -1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("acks=-1 with ISR [1 2], min ISR 2: %v, want it appended and waiting", err)
+	}
+	if end := r.Log().LogEndOffset(); end != 2 {
+		t.Fatalf("log end %d, want 2: the write with enough replicas was not appended", end)
+	}
+}
