@@ -320,16 +320,22 @@ start_tablet() { # NAME: TabletServer 0 (conf/tablet) as NAME, until the coordin
   wait_log coordinator "" 'New tablet server callback for tablet server 0' 30 \
     "the coordinator seeing tablet server 0 (its ZooKeeper child watch)" $((n + 1))
 }
-# fluss_check BOOTSTRAP: FlussCheck against the cluster, its output indented; 1 when it fails
+# fluss_check BOOTSTRAP: FlussCheck against the cluster, its steps indented; 1 when it fails. One
+# that hangs gets SIGQUIT after 300 s (a thread dump, in logs/checkN.out) and SIGKILL 10 s later;
+# then every Fluss server dumps its threads too (logs/NAME.out).
 fluss_check() {
-  local rc out f=$WORK/logs/check$((++CHECKS))
+  local rc out n f=$WORK/logs/check$((++CHECKS))
   log "$TARGET: running FlussCheck against 127.0.0.1:${1##*:}"
-  ROWS=$ROWS timeout 300 java -Xmx"$CLIENT_HEAP" "${JVM[@]}" -Djava.io.tmpdir="$WORK/tmp" "${L4JOPT[@]}" \
+  ROWS=$ROWS timeout -s QUIT -k 10 300 java -Xmx"$CLIENT_HEAP" "${JVM[@]}" -Djava.io.tmpdir="$WORK/tmp" "${L4JOPT[@]}" \
     -Dlog.file="$f-client.log" -cp "$CLIENT_CP" FlussCheck "$1" > "$f.out" 2> "$f.err" &
   track check $! # waited for in the background, so a signal stops the run at once (the trap)
   set +e; wait "${PID_OF[check]}"; rc=$?; set -e
-  sed 's/^/  /' "$f.out" >&2
-  out=$(tail -n 1 "$f.out")
+  grep -E '^(ok |PASS|FAIL)' "$f.out" | sed 's/^/  /' >&2 || true
+  out=$(grep -E '^(ok |PASS|FAIL)' "$f.out" | tail -n 1 || true)
+  if [ $rc -eq 124 ]; then
+    for n in "${!PID_OF[@]}"; do case $n in coordinator*|tablet*) kill -QUIT "${PID_OF[$n]}" 2>/dev/null || true ;; esac; done
+    log "$TARGET: FlussCheck hung: thread dumps of it and of every Fluss server in logs/*.out (LOGS_OUT keeps them)"
+  fi
   [ $rc -eq 0 ] && [ "$out" = PASS ] || { report_failure "FlussCheck exited with $rc: ${out:-no result}"; return 1; }
 }
 all_alive() { # WHEN: every process of this run still runs
