@@ -181,6 +181,14 @@ func connectPacket(timeoutMs int32) []byte {
 	return e.b
 }
 
+// tryWriteFrame sends one frame and returns the write's error.
+func (rc *rawClient) tryWriteFrame(b []byte) error {
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+	_ = rc.c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	_, err := rc.c.Write(b)
+	return err
+}
+
 func (rc *rawClient) writeFrame(b []byte) {
 	rc.t.Helper()
 	binary.BigEndian.PutUint32(b, uint32(len(b)-4))

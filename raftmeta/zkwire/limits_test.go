@@ -100,8 +100,12 @@ func checkJuteMaxbuffer(t *testing.T, addr string) {
 		t.Fatalf("create of a %d-byte packet: code %d", maxbuffer, code)
 	}
 	rc.xid++
-	rc.writeFrame(createPacket(rc.xid, root+"/over", maxbuffer+1))
-	if b, err := rc.tryReadFrame(); err == nil {
+	// The server may close the connection before the packet is all written
+	// (ZooKeeper does, having read the length): a failed write is that
+	// close too.
+	if err := rc.tryWriteFrame(createPacket(rc.xid, root+"/over", maxbuffer+1)); err != nil {
+		t.Logf("the %d-byte packet's write failed: %v (the server closed the connection)", maxbuffer+1, err)
+	} else if b, err := rc.tryReadFrame(); err == nil {
 		t.Fatalf("a %d-byte packet was answered (%d bytes); the connection should close", maxbuffer+1, len(b))
 	}
 	// Other connections are served.
