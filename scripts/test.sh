@@ -61,4 +61,10 @@ step "the reference deployment: real Apache Fluss servers on Strom's ZooKeeper s
 scripts/fluss.sh both
 step "what a Fluss deployment lives through: restarts of its ZooKeeper, a killed tablet server, coordinator failover"
 # The same two targets: the real ZooKeeper (restarted, so a private one) tells a Fluss problem apart.
-scripts/fluss.sh survive both
+# A FlussCheck after the coordinator failover has hung twice in about 27 runs on the shim, cause
+# unknown (issue #10's notes); a hang leaves thread dumps in the run's logs. Until it is found, a
+# failed run is reported loudly and tried once more; two failures fail CI.
+if ! scripts/fluss.sh survive both; then
+  echo "WARNING: scripts/fluss.sh survive failed once (see the thread dumps above); trying it once more"
+  scripts/fluss.sh survive both
+fi
