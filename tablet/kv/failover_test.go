@@ -5,6 +5,10 @@ import (
 	"errors"
 	"slices"
 	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"strom/record"
 )
 
 // replicate copies the leader's log batches the follower lacks into the
@@ -180,5 +184,41 @@ func TestTruncateBelowFlushedRebuilds(t *testing.T) {
 	}
 	if err := f.kv.TruncateTo(0); !errors.Is(err, ErrTruncateBelowFlushed) {
 		t.Fatalf("TruncateTo(0) of a log starting at 100: %v", err)
+	}
+}
+
+// VerifyFold finds a row that is not the changelog's fold, a row the fold
+// lacks and a row missing from Pebble.
+func TestVerifyFold(t *testing.T) {
+	f := newFixture(t, testTable(t, testSchema(), nil), nil)
+	f.put(nil, up(int32(1), "a", nil, nil, nil), up(int32(2), "b", nil, nil, nil))
+	if err := f.kv.VerifyFold(); err != nil {
+		t.Fatal(err)
+	}
+	key := func(id int32) []byte {
+		k, err := f.keys.Append(nil, record.Row{id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	for name, damage := range map[string]func() error{
+		"changed": func() error { return f.kv.db.Set(key(1), []byte{1, 0, 9}, pebble.Sync) },
+		"extra":   func() error { return f.kv.db.Set(key(3), []byte{1, 0, 9}, pebble.Sync) },
+		"missing": func() error { return f.kv.db.Delete(key(2), pebble.Sync) },
+	} {
+		if err := damage(); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.kv.VerifyFold(); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("%s row: VerifyFold = %v, want ErrCorrupt", name, err)
+		}
+		f.reopen()
+		if err := f.kv.TruncateTo(0); err != nil { // rebuild from the log
+			t.Fatal(err)
+		}
+		if err := f.kv.VerifyFold(); err != nil {
+			t.Fatalf("after the rebuild: %v", err)
+		}
 	}
 }

@@ -315,6 +315,11 @@ func (f *fixture) checkInvariant() {
 			f.t.Fatalf("lookup %x = %x, want %x", k, vals[i], want[string(k)])
 		}
 	}
+	if f.log.LogStartOffset() == 0 {
+		if err := f.kv.VerifyFold(); err != nil {
+			f.t.Fatalf("VerifyFold: %v", err)
+		}
+	}
 	all, err := f.kv.LimitScan(math.MaxInt32)
 	if err != nil {
 		f.t.Fatal(err)
