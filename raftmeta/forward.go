@@ -184,21 +184,12 @@ func (n *Node) ForwardHandler() http.Handler {
 			http.Error(w, "POST only", http.StatusMethodNotAllowed)
 			return
 		}
-		// Cheap checks first, so an unsigned call is refused unread.
-		if status, err := checkForwardHeader(r, time.Now()); err != nil {
+		from, body, status, err := ReadSigned(r, n.cfg.ForwardSecret, MaxForwardBytes, time.Now())
+		if err != nil {
 			http.Error(w, err.Error(), status)
 			return
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, MaxForwardBytes))
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		if err := verifyForward(r, n.cfg.ForwardSecret, body); err != nil {
-			http.Error(w, err.Error(), http.StatusForbidden)
-			return
-		}
-		out, err := n.serveForward(r.Context(), r.Header.Get(headerForwardFrom), body)
+		out, err := n.serveForward(r.Context(), from, body)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -60,6 +61,27 @@ func SignForward(r *http.Request, secret []byte, from string, body []byte, now t
 	r.Header.Set(headerForwardFrom, from)
 	r.Header.Set(headerForwardTime, strconv.FormatInt(ms, 10))
 	r.Header.Set(headerForwardMAC, base64.StdEncoding.EncodeToString(forwardMAC(secret, r.Method, r.URL.Path, from, ms, body)))
+}
+
+// ReadSigned reads the body of a node-to-node call r signed as SignForward
+// signs (a forward call, or any other call between nodes) and checks the
+// signature with secret: the header first, so an unsigned call is refused
+// unread. It returns the sender's node id and the body (at most maxBody
+// bytes: a longer one does not match its signature), or the HTTP status of
+// the refusal (401 unsigned, 403 stale or wrongly signed, 400 unreadable)
+// and the error.
+func ReadSigned(r *http.Request, secret []byte, maxBody int64, now time.Time) (from string, body []byte, status int, err error) {
+	if status, err := checkForwardHeader(r, now); err != nil {
+		return "", nil, status, err
+	}
+	body, err = io.ReadAll(io.LimitReader(r.Body, maxBody))
+	if err != nil {
+		return "", nil, http.StatusBadRequest, err
+	}
+	if err := verifyForward(r, secret, body); err != nil {
+		return "", nil, http.StatusForbidden, err
+	}
+	return r.Header.Get(headerForwardFrom), body, 0, nil
 }
 
 // checkForwardHeader checks what can be checked of a forward call before

@@ -244,3 +244,53 @@ func ErrorInterceptor() connect.UnaryInterceptorFunc {
 		}
 	}
 }
+
+// RemoteError is a domain error another node returned, rebuilt from its
+// ErrorDetail (node-to-node calls): errors.Is sees the sentinel of its code.
+type RemoteError struct {
+	// Sentinel is the first domain sentinel of the code; nil when the code
+	// has none.
+	Sentinel error
+	// Detail is the error as the other node sent it.
+	Detail *stromv1.ErrorDetail
+}
+
+func (e *RemoteError) Error() string { return e.Detail.Message }
+
+func (e *RemoteError) Unwrap() error { return e.Sentinel }
+
+// ErrorOf is the error d stands for (nil for nil): the inverse of Detail,
+// for node-to-node calls.
+func ErrorOf(d *stromv1.ErrorDetail) error {
+	if d == nil {
+		return nil
+	}
+	e := &RemoteError{Detail: d}
+	for _, s := range sentinels {
+		if s.code.Num == d.Code && s.code.Name == d.Name {
+			e.Sentinel = s.err
+			break
+		}
+	}
+	return e
+}
+
+// RemoteErrorOf is the error of a call to another node: ErrorOf its
+// ErrorDetail when the node answered with one, else err as it is.
+func RemoteErrorOf(err error) error {
+	ce, ok := errors.AsType[*connect.Error](err)
+	if !ok {
+		return err
+	}
+	for _, d := range ce.Details() {
+		if v, derr := d.Value(); derr == nil {
+			if ed, ok := v.(*stromv1.ErrorDetail); ok {
+				if ed.Message == "" {
+					ed.Message = ce.Message()
+				}
+				return ErrorOf(ed)
+			}
+		}
+	}
+	return err
+}

@@ -166,6 +166,20 @@ type Config struct {
 	// HDFS's block scanner rate; 0 turns the check off). The check goes
 	// round every sealed segment of the node, again and again.
 	SegmentVerifyRate int64
+	// ReplicaFetchMaxBytes bounds, in bytes, the batches of one response to
+	// a follower's fetch (log.replica.fetch.max-bytes, Fluss's key and
+	// default: 16 MiB); at least one batch is sent whatever its size.
+	ReplicaFetchMaxBytes int64
+	// ReplicaFetchMaxBytesForBucket bounds, in bytes, one bucket's batches
+	// in it (log.replica.fetch.max-bytes-for-bucket; Fluss: 1 MiB).
+	ReplicaFetchMaxBytesForBucket int64
+	// ReplicaFetchWaitMaxTime is how long a leader holds a follower's fetch
+	// that has nothing to answer (log.replica.fetch.wait-max-time; Fluss:
+	// 500 ms).
+	ReplicaFetchWaitMaxTime time.Duration
+	// ReplicaFetchBackoff is a follower's pause after a failed fetch
+	// (log.replica.fetch.backoff-interval; Fluss: 1 s).
+	ReplicaFetchBackoff time.Duration
 	// ZooKeeperListen, when set, serves the ZooKeeper wire protocol over the
 	// metadata tree on this address (zookeeper.listen, --zookeeper-listen;
 	// off when empty; 127.0.0.1:2181 is ZooKeeper's usual port).
@@ -263,8 +277,14 @@ func DefaultConfig() Config {
 		ShutdownTimeout:          30 * time.Second,
 		ScannerTTL:               time.Minute,
 		SegmentVerifyRate:        1 << 20,
-		LogFormat:                "text",
-		LogLevel:                 "info",
+
+		// Replica fetching (Fluss's keys and defaults).
+		ReplicaFetchMaxBytes:          16 << 20,
+		ReplicaFetchMaxBytesForBucket: 1 << 20,
+		ReplicaFetchWaitMaxTime:       500 * time.Millisecond,
+		ReplicaFetchBackoff:           time.Second,
+		LogFormat:                     "text",
+		LogLevel:                      "info",
 
 		// Idempotent writers' state (Fluss's keys and defaults).
 		WriterIDExpirationTime:          7 * 24 * time.Hour,
@@ -454,6 +474,14 @@ func Keys() []Key {
 			func(c *Config) *int64 { return &c.FlushIntervalMs }),
 		sizeKey("log.segment.verify-rate", "bytes per second of the background CRC check of sealed log segments (e.g. 1mb; 0: off)",
 			func(c *Config) *int64 { return &c.SegmentVerifyRate }),
+		sizeKey("log.replica.fetch.max-bytes", "most bytes of batches in one response to a follower's fetch (e.g. 16mb)",
+			func(c *Config) *int64 { return &c.ReplicaFetchMaxBytes }),
+		sizeKey("log.replica.fetch.max-bytes-for-bucket", "most bytes of one bucket's batches in a response to a follower's fetch (e.g. 1mb)",
+			func(c *Config) *int64 { return &c.ReplicaFetchMaxBytesForBucket }),
+		durationKey("log.replica.fetch.wait-max-time", "", "longest a leader holds a follower's fetch that has nothing to answer",
+			func(c *Config) *time.Duration { return &c.ReplicaFetchWaitMaxTime }),
+		durationKey("log.replica.fetch.backoff-interval", "", "a follower's pause after a failed fetch",
+			func(c *Config) *time.Duration { return &c.ReplicaFetchBackoff }),
 		boolKey("debug.pprof", "pprof", "serve Go's profiler under /debug/pprof/ (true or false)",
 			func(c *Config) *bool { return &c.Pprof }),
 		durationKey("session.timeout", "", "metadata session timeout of the node",
@@ -667,6 +695,20 @@ func (c Config) Validate() error {
 	}
 	if c.SegmentVerifyRate < 0 {
 		bad("log.segment.verify-rate", "must be ≥ 0 bytes per second (0: off), got %d", c.SegmentVerifyRate)
+	}
+	for _, k := range []struct {
+		key string
+		v   int64
+	}{{"log.replica.fetch.max-bytes", c.ReplicaFetchMaxBytes}, {"log.replica.fetch.max-bytes-for-bucket", c.ReplicaFetchMaxBytesForBucket}} {
+		if k.v < 1 || k.v > math.MaxInt32 {
+			bad(k.key, "must be between 1 byte and 2gb, got %d", k.v)
+		}
+	}
+	if c.ReplicaFetchWaitMaxTime < time.Millisecond || c.ReplicaFetchWaitMaxTime > time.Minute {
+		bad("log.replica.fetch.wait-max-time", "must be between 1ms and 1m, got %s", c.ReplicaFetchWaitMaxTime)
+	}
+	if c.ReplicaFetchBackoff < time.Millisecond {
+		bad("log.replica.fetch.backoff-interval", "must be at least 1ms, got %s", c.ReplicaFetchBackoff)
 	}
 	if c.SessionTimeout < time.Second {
 		bad("session.timeout", "must be at least 1s, got %s", c.SessionTimeout)

@@ -59,6 +59,8 @@ type Server struct {
 	scanners scanners
 	// kvCache is the block cache shared by the node's KV tablets.
 	kvCache *pebble.Cache
+	// secret is the cluster secret: node-to-node calls are signed with it.
+	secret []byte
 
 	apiLn   net.Listener
 	apiAddr string // advertised API address
@@ -139,6 +141,7 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.secret = secret
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -219,7 +222,14 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 		MaxLagTime:               cfg.ReplicaMaxLagTime,
 		MinInSyncReplicas:        cfg.MinInSyncReplicas,
 		KVCache:                  s.kvCache,
-		Logger:                   s.lg,
+		Fetch: replica.FetchConfig{
+			Peer:              newReplicaPeers(s),
+			MaxBytes:          int(cfg.ReplicaFetchMaxBytes),
+			MaxBytesForBucket: int(cfg.ReplicaFetchMaxBytesForBucket),
+			MaxWait:           cfg.ReplicaFetchWaitMaxTime,
+			Backoff:           cfg.ReplicaFetchBackoff,
+		},
+		Logger: s.lg,
 	}, s.meta)
 
 	s.http = &http.Server{
@@ -452,6 +462,10 @@ func (s *Server) peerDialer() *net.Dialer {
 // that look at the cluster from inside.
 func (s *Server) Metadata() *raftmeta.Node { return s.meta }
 
+// Replicas returns the node's bucket replicas, for harnesses and tests
+// that look at replication from inside.
+func (s *Server) Replicas() *replica.Manager { return s.replicas }
+
 // Addr returns the advertised API address.
 func (s *Server) Addr() string { return s.apiAddr }
 
@@ -554,6 +568,9 @@ func (s *Server) handler() http.Handler {
 	tabletPath, tablet := stromv1connect.NewTabletServiceHandler(th, opts...)
 	mux.Handle(tabletPath, tablet)
 	mux.Handle(produceLogPath, newProduceFastPath(th, s.ready.Load, tablet))
+	// Node-to-node replication, signed with the cluster secret.
+	replicaPath, replicaService := stromv1connect.NewReplicaServiceHandler(&replicaHandler{s: s}, opts...)
+	mux.Handle(replicaPath, s.signedOnly(replicaService))
 
 	services := []string{stromv1connect.AdminServiceName, stromv1connect.TabletServiceName}
 	reflector := grpcreflect.NewStaticReflector(services...)

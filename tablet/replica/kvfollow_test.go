@@ -46,7 +46,7 @@ func openKVReplica(t *testing.T, node int32) *kvReplica {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &kvReplica{Replica: newReplica(TableBucket{TableID: 1}, node, lt, kt, lg), t: t, desc: desc}
+	r := &kvReplica{Replica: newReplica(TableBucket{TableID: 1}, node, lt, kt, lg, new(broadcast)), t: t, desc: desc}
 	t.Cleanup(func() {
 		if err := r.close(); err != nil {
 			t.Error(err)

@@ -56,6 +56,8 @@ type Config struct {
 	// MinInSyncReplicas is the fewest in-sync replicas an acks=-1 write
 	// needs (log.replica.min-in-sync-replicas-number); 0 counts as 1.
 	MinInSyncReplicas int
+	// Fetch configures the fetching of the buckets this node follows.
+	Fetch FetchConfig
 	// Logger receives the manager's logs.
 	Logger *slog.Logger
 }
@@ -74,6 +76,9 @@ type Manager struct {
 	meta Meta
 	cat  *catalog.Catalog
 	lg   *slog.Logger
+	// changed is notified whenever a replica appends, moves its high
+	// watermark or changes role: FetchAsLeader's long polls wait on it.
+	changed broadcast
 
 	// isrWake has the ISR check run now (a follower may rejoin).
 	isrWake chan struct{}
@@ -112,9 +117,19 @@ func (m *Manager) Run(ctx context.Context) error {
 	if m.cfg.ISR != nil && m.cfg.MaxLagTime > 0 {
 		bg.Go(func() { m.checkISRs(ctx) })
 	}
-	if err := m.Reconcile(); err != nil {
-		m.lg.Error("reconcile replicas", "err", err)
+	fetchers := map[int32]*fetcher{}
+	defer func() {
+		for _, f := range fetchers {
+			f.stop()
+		}
+	}()
+	reconcile := func() {
+		if err := m.Reconcile(); err != nil {
+			m.lg.Error("reconcile replicas", "err", err)
+		}
+		m.syncFetchers(ctx, fetchers)
 	}
+	reconcile()
 	retention := time.NewTicker(m.cfg.RetentionInterval)
 	defer retention.Stop()
 	checkpoint := time.NewTicker(m.cfg.CheckpointInterval)
@@ -130,9 +145,7 @@ func (m *Manager) Run(ctx context.Context) error {
 				return errors.New("replica: the metadata replica closed; no longer following it")
 			}
 			drain(w.Events())
-			if err := m.Reconcile(); err != nil {
-				m.lg.Error("reconcile replicas", "err", err)
-			}
+			reconcile()
 		case <-retention.C:
 			m.enforceRetention(time.Now())
 		case <-checkpoint.C:
@@ -296,7 +309,7 @@ func (m *Manager) open(tb TableBucket, t catalog.Table) (*Replica, error) {
 			return nil, fmt.Errorf("open KV of replica %s: %w", tb, err)
 		}
 	}
-	r = newReplica(tb, m.cfg.NodeID, lt, kt, lc.Logger)
+	r = newReplica(tb, m.cfg.NodeID, lt, kt, lc.Logger, &m.changed)
 	r.minISR = m.cfg.MinInSyncReplicas
 	m.mu.Lock()
 	m.mu.replicas[tb] = r

@@ -3,10 +3,9 @@
 // opens the log tablet of each replica, appends on the leader, keeps the
 // high watermark, and lets reads wait for new data.
 //
-// Replication between nodes is not here yet: a bucket whose in-sync set is
-// only its leader commits on append (its high watermark is its log end);
-// with other replicas in the set the high watermark does not move until
-// followers fetch, which a later change brings.
+// Followers fetch from their leader (fetcher.go, follower.go); the leader
+// records each follower's log end and keeps the high watermark at the
+// least log end over the in-sync replicas (leader.go).
 package replica
 
 import (
@@ -59,6 +58,11 @@ type FollowerState struct {
 	// follower whose CaughtUpAt is older than log.replica.max-lag-time
 	// leaves the ISR.
 	CaughtUpAt time.Time
+
+	// fetchedAt and leaderEndAtFetch are the time of the last fetch and
+	// the leader's log end then.
+	fetchedAt        time.Time
+	leaderEndAtFetch int64
 }
 
 // Replica is one bucket replica on this node. Its methods are safe for
@@ -92,7 +96,10 @@ type Replica struct {
 		// followers is, on the leader, what it knows of each follower
 		// (reset when this node's leadership starts).
 		followers map[int32]FollowerState
-		closed    bool
+		// follow is, on a follower, its progress in the current leader
+		// epoch (reset by every role change).
+		follow followState
+		closed bool
 		// advanced is closed (and replaced) whenever the high watermark
 		// moves or the replica changes role, waking waiting readers.
 		advanced chan struct{}
@@ -109,6 +116,9 @@ type Replica struct {
 	// minISR is the fewest in-sync replicas an acks=-1 write needs
 	// (log.replica.min-in-sync-replicas-number).
 	minISR int
+	// changed is the manager's: notified whenever the replica appends, its
+	// high watermark moves or its role changes, for long-polling fetches.
+	changed *broadcast
 }
 
 // gapWait bounds how long a batch that arrived ahead of its writer's
@@ -116,8 +126,8 @@ type Replica struct {
 // log.ErrOutOfOrderSequence (the writer then sends it again).
 const gapWait = time.Second
 
-func newReplica(tb TableBucket, nodeID int32, lt *log.Tablet, kt *kv.Tablet, lg *slog.Logger) *Replica {
-	r := &Replica{tb: tb, nodeID: nodeID, log: lt, kv: kt, lg: lg, gapWait: gapWait}
+func newReplica(tb TableBucket, nodeID int32, lt *log.Tablet, kt *kv.Tablet, lg *slog.Logger, changed *broadcast) *Replica {
+	r := &Replica{tb: tb, nodeID: nodeID, log: lt, kv: kt, lg: lg, gapWait: gapWait, changed: changed}
 	r.mu.leader = -1
 	r.mu.isrAsked = -1
 	r.mu.advanced = make(chan struct{})
@@ -146,11 +156,15 @@ func (r *Replica) setLeaderAndISR(leader, epoch int32, isr []int32) error {
 	if r.mu.leader == leader && r.mu.leaderEpoch == epoch && slices.Equal(r.mu.isr, isr) {
 		return nil
 	}
-	wasLeader, oldEpoch := r.mu.leader == r.nodeID, r.mu.leaderEpoch
+	wasLeader, oldLeader, oldEpoch := r.mu.leader == r.nodeID, r.mu.leader, r.mu.leaderEpoch
 	r.mu.leader, r.mu.leaderEpoch, r.mu.isr = leader, epoch, slices.Clone(isr)
+	if leader != oldLeader || epoch != oldEpoch {
+		r.mu.follow = followState{}
+	}
 	switch {
 	case leader == r.nodeID && (!wasLeader || epoch != oldEpoch):
 		r.mu.epochStart, r.mu.leaderSince = r.log.LogEndOffset(), time.Now()
+		r.mu.followers = map[int32]FollowerState{}
 		if err := r.log.AssignEpoch(epoch, r.log.LogEndOffset()); err != nil {
 			return fmt.Errorf("bucket %s: start leader epoch %d: %w", r.tb, epoch, err)
 		}
@@ -165,8 +179,7 @@ func (r *Replica) setLeaderAndISR(leader, epoch int32, isr []int32) error {
 	}
 	err := r.maybeAdvanceLocked()
 	r.wakeLocked()
-	close(r.mu.appended)
-	r.mu.appended = make(chan struct{})
+	r.appendedLocked()
 	return err
 }
 
@@ -189,17 +202,33 @@ func (r *Replica) notLeaderLocked() error {
 	return fmt.Errorf("bucket %s: %w (leader is node %d)", r.tb, ErrNotLeader, r.mu.leader)
 }
 
-// maybeAdvanceLocked moves the high watermark to the log end when the
-// leader is the only in-sync replica (with a log flush policy, only as far
-// as the log is fsynced: log.Tablet.SetHighWatermark stops there), and
+// maybeAdvanceLocked moves the leader's high watermark up to the least
+// log end over the in-sync replicas, itself included (with a log flush
+// policy, only as far as the log is fsynced: log.Tablet.SetHighWatermark
+// stops there); a follower in the ISR that has not fetched since this
+// leadership started holds it where it is. It never moves it down. It
 // flushes the KV's committed rows into Pebble before anyone is told (so an
 // acknowledged write is visible to lookups).
 func (r *Replica) maybeAdvanceLocked() error {
-	if r.mu.closed || r.mu.leader != r.nodeID || len(r.mu.isr) != 1 || r.mu.isr[0] != r.nodeID {
+	if r.mu.closed || r.mu.leader != r.nodeID {
 		return nil
 	}
+	target := r.log.LogEndOffset()
+	for _, id := range r.mu.isr {
+		if id == r.nodeID {
+			continue
+		}
+		f, ok := r.mu.followers[id]
+		if !ok {
+			return nil
+		}
+		target = min(target, f.LogEnd)
+	}
 	old := r.log.HighWatermark()
-	if hw := r.log.SetHighWatermark(r.log.LogEndOffset()); hw > old {
+	if target <= old {
+		return nil
+	}
+	if hw := r.log.SetHighWatermark(target); hw > old {
 		if r.kv != nil {
 			if err := r.kv.FlushTo(hw); err != nil {
 				return fmt.Errorf("bucket %s: flush KV to %d: %w", r.tb, hw, err)
@@ -223,6 +252,15 @@ func (r *Replica) logFlushed() {
 func (r *Replica) wakeLocked() {
 	close(r.mu.advanced)
 	r.mu.advanced = make(chan struct{})
+	r.changed.notify()
+}
+
+// appendedLocked wakes the batches waiting for their writer's earlier ones
+// and the followers' long-polling fetches.
+func (r *Replica) appendedLocked() {
+	close(r.mu.appended)
+	r.mu.appended = make(chan struct{})
+	r.changed.notify()
 }
 
 // IsLeader reports whether this node leads the bucket now.
@@ -323,8 +361,7 @@ func (r *Replica) appendInOrder(ctx context.Context, appendFn func(epoch int32) 
 		}
 		info, err := appendFn(r.mu.leaderEpoch)
 		if err == nil {
-			close(r.mu.appended)
-			r.mu.appended = make(chan struct{})
+			r.appendedLocked()
 			return info, r.maybeAdvanceLocked()
 		}
 		var se *log.SequenceError

@@ -1,0 +1,181 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"strom/raftmeta"
+	"strom/rpc"
+	stromv1 "strom/rpc/gen/strom/v1"
+	"strom/rpc/gen/strom/v1/stromv1connect"
+	"strom/tablet/replica"
+)
+
+// signedOnly serves h only to calls signed with the cluster secret
+// (raftmeta.SignForward's headers): an unsigned call is refused with 401,
+// a stale or wrongly signed one with 403, before its body is decoded.
+func (s *Server) signedOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, body, status, err := raftmeta.ReadSigned(r, s.secret, s.cfg.MaxRequestBytes, time.Now())
+		if err != nil {
+			http.Error(w, err.Error(), status)
+			return
+		}
+		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		h.ServeHTTP(w, r)
+	})
+}
+
+// replicaHandler serves ReplicaService: the leaders' side of replication.
+type replicaHandler struct{ s *Server }
+
+func (h *replicaHandler) FetchReplica(ctx context.Context, req *connect.Request[stromv1.FetchReplicaRequest]) (*connect.Response[stromv1.FetchReplicaResponse], error) {
+	m := req.Msg
+	fr := replica.FetchRequest{Follower: m.FollowerId, MaxWait: time.Duration(m.MaxWaitMs) * time.Millisecond, MaxBytes: int(m.MaxBytes)}
+	for _, b := range m.Buckets {
+		fr.Buckets = append(fr.Buckets, replica.BucketFetch{
+			TB: replica.TableBucket{TableID: b.TableId, Bucket: b.Bucket}, LeaderEpoch: b.LeaderEpoch,
+			FetchOffset: b.FetchOffset, HighWatermark: b.HighWatermark, MaxBytes: int(b.MaxBytes),
+		})
+	}
+	// The long poll ends when the node stops, so the API drains promptly.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-h.s.stopping:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	resp := &stromv1.FetchReplicaResponse{}
+	for _, res := range h.s.replicas.FetchAsLeader(ctx, fr) {
+		out := &stromv1.FetchReplicaBucketResult{
+			TableId: res.TB.TableID, Bucket: res.TB.Bucket, Records: res.Batches,
+			HighWatermark: res.HighWatermark, LogStartOffset: res.LogStartOffset, LogEndOffset: res.LogEndOffset,
+		}
+		if res.Err != nil {
+			out.Error = rpc.Detail(res.Err)
+		}
+		resp.Buckets = append(resp.Buckets, out)
+	}
+	return connect.NewResponse(resp), nil
+}
+
+func (h *replicaHandler) OffsetForLeaderEpoch(ctx context.Context, req *connect.Request[stromv1.OffsetForLeaderEpochRequest]) (*connect.Response[stromv1.OffsetForLeaderEpochResponse], error) {
+	m := req.Msg
+	epoch, end, err := h.s.replicas.OffsetForLeaderEpoch(replica.TableBucket{TableID: m.TableId, Bucket: m.Bucket}, m.CurrentLeaderEpoch, m.LeaderEpoch)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&stromv1.OffsetForLeaderEpochResponse{LeaderEpoch: epoch, EndOffset: end}), nil
+}
+
+// signingTransport signs every call it sends with the cluster secret.
+type signingTransport struct {
+	next   http.RoundTripper
+	secret []byte
+	from   string
+}
+
+func (t *signingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	var body []byte
+	if r.Body != nil {
+		var err error
+		if body, err = io.ReadAll(r.Body); err != nil {
+			return nil, err
+		}
+		_ = r.Body.Close()
+	}
+	r = r.Clone(r.Context())
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	raftmeta.SignForward(r, t.secret, t.from, body, time.Now())
+	return t.next.RoundTrip(r)
+}
+
+// replicaPeers is replica.Peer over ReplicaService: it calls other nodes
+// at the API address their registration (or the gossip) gives.
+type replicaPeers struct {
+	s    *Server
+	http *http.Client
+
+	mu      sync.Mutex
+	clients map[string]stromv1connect.ReplicaServiceClient // by address
+}
+
+func newReplicaPeers(s *Server) *replicaPeers {
+	t := &http.Transport{
+		DialContext:         s.peerDialer().DialContext,
+		MaxIdleConnsPerHost: 16,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	return &replicaPeers{
+		s:       s,
+		http:    &http.Client{Transport: &signingTransport{next: t, secret: s.secret, from: strconv.Itoa(int(s.cfg.NodeID))}},
+		clients: map[string]stromv1connect.ReplicaServiceClient{},
+	}
+}
+
+func (p *replicaPeers) client(node int32) (stromv1connect.ReplicaServiceClient, error) {
+	addr := p.s.apiAddrOf(strconv.Itoa(int(node)))
+	if addr == "" {
+		return nil, fmt.Errorf("node %d: no API address known", node)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c, ok := p.clients[addr]
+	if !ok {
+		c = stromv1connect.NewReplicaServiceClient(p.http, "http://"+addr, connect.WithCodec(rpc.Codec{}))
+		p.clients[addr] = c
+	}
+	return c, nil
+}
+
+func (p *replicaPeers) FetchReplica(ctx context.Context, leader int32, req replica.FetchRequest) ([]replica.BucketFetchResult, error) {
+	c, err := p.client(leader)
+	if err != nil {
+		return nil, err
+	}
+	m := &stromv1.FetchReplicaRequest{FollowerId: req.Follower, MaxWaitMs: int32(req.MaxWait.Milliseconds()), MaxBytes: int32(req.MaxBytes)}
+	for _, b := range req.Buckets {
+		m.Buckets = append(m.Buckets, &stromv1.FetchReplicaBucket{
+			TableId: b.TB.TableID, Bucket: b.TB.Bucket, LeaderEpoch: b.LeaderEpoch,
+			FetchOffset: b.FetchOffset, HighWatermark: b.HighWatermark, MaxBytes: int32(b.MaxBytes),
+		})
+	}
+	resp, err := c.FetchReplica(ctx, connect.NewRequest(m))
+	if err != nil {
+		return nil, rpc.RemoteErrorOf(err)
+	}
+	out := make([]replica.BucketFetchResult, 0, len(resp.Msg.Buckets))
+	for _, b := range resp.Msg.Buckets {
+		out = append(out, replica.BucketFetchResult{
+			TB: replica.TableBucket{TableID: b.TableId, Bucket: b.Bucket}, Err: rpc.ErrorOf(b.Error), Batches: b.Records,
+			HighWatermark: b.HighWatermark, LogStartOffset: b.LogStartOffset, LogEndOffset: b.LogEndOffset,
+		})
+	}
+	return out, nil
+}
+
+func (p *replicaPeers) OffsetForLeaderEpoch(ctx context.Context, leader int32, tb replica.TableBucket, currentEpoch, epoch int32) (int32, int64, error) {
+	c, err := p.client(leader)
+	if err != nil {
+		return 0, 0, err
+	}
+	resp, err := c.OffsetForLeaderEpoch(ctx, connect.NewRequest(&stromv1.OffsetForLeaderEpochRequest{
+		FollowerId: p.s.cfg.NodeID, TableId: tb.TableID, Bucket: tb.Bucket, CurrentLeaderEpoch: currentEpoch, LeaderEpoch: epoch,
+	}))
+	if err != nil {
+		return 0, 0, rpc.RemoteErrorOf(err)
+	}
+	return resp.Msg.LeaderEpoch, resp.Msg.EndOffset, nil
+}

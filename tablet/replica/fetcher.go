@@ -1,0 +1,241 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"strom/tablet/log"
+)
+
+// Peer is how a follower calls its leaders' nodes (the node-to-node
+// ReplicaService, signed with the cluster secret).
+type Peer interface {
+	// FetchReplica sends a fetch to node leader (Manager.FetchAsLeader
+	// there).
+	FetchReplica(ctx context.Context, leader int32, req FetchRequest) ([]BucketFetchResult, error)
+	// OffsetForLeaderEpoch asks node leader where epoch ends in its log of
+	// tb (Manager.OffsetForLeaderEpoch there).
+	OffsetForLeaderEpoch(ctx context.Context, leader int32, tb TableBucket, currentEpoch, epoch int32) (int32, int64, error)
+}
+
+// FetchConfig configures the replica fetchers.
+type FetchConfig struct {
+	// Peer calls the leaders; nil: no fetching (a single node).
+	Peer Peer
+	// MaxBytes bounds the batches of one fetch response
+	// (log.replica.fetch.max-bytes).
+	MaxBytes int
+	// MaxBytesForBucket bounds one bucket's batches in it
+	// (log.replica.fetch.max-bytes-for-bucket).
+	MaxBytesForBucket int
+	// MaxWait is how long the leader holds a fetch with nothing to answer
+	// (log.replica.fetch.wait-max-time).
+	MaxWait time.Duration
+	// Backoff is the pause after a failed fetch
+	// (log.replica.fetch.backoff-interval).
+	Backoff time.Duration
+}
+
+// fetchTimeoutSlack is how much longer than MaxWait a fetch may take before
+// the follower gives up on it (a leader that stopped answering).
+const fetchTimeoutSlack = 5 * time.Second
+
+// fetcher fetches, in one goroutine, every bucket this node follows from
+// one leader node, in one long-polling request at a time (Kafka's and
+// Fluss's ReplicaFetcherThread).
+type fetcher struct {
+	m      *Manager
+	leader int32
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu struct {
+		sync.Mutex
+		replicas map[TableBucket]*Replica
+	}
+	// wake is signalled when the buckets or their roles change.
+	wake chan struct{}
+}
+
+func (m *Manager) startFetcher(ctx context.Context, leader int32) *fetcher {
+	ctx, cancel := context.WithCancel(ctx)
+	f := &fetcher{m: m, leader: leader, cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1)}
+	f.mu.replicas = map[TableBucket]*Replica{}
+	go func() {
+		defer close(f.done)
+		f.run(ctx)
+	}()
+	return f
+}
+
+// set replaces the buckets the fetcher fetches and wakes it.
+func (f *fetcher) set(rs map[TableBucket]*Replica) {
+	f.mu.Lock()
+	f.mu.replicas = rs
+	f.mu.Unlock()
+	f.poke()
+}
+
+func (f *fetcher) poke() {
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (f *fetcher) stop() {
+	f.cancel()
+	<-f.done
+}
+
+func (f *fetcher) run(ctx context.Context) {
+	lg := f.m.lg.With("leader", f.leader)
+	var failing bool // log a failing leader once, not at every try
+	for ctx.Err() == nil {
+		err := f.round(ctx)
+		switch {
+		case err == nil:
+			if failing {
+				lg.Info("fetching from the leader again")
+			}
+			failing = false
+			continue
+		case ctx.Err() != nil:
+			return
+		case !failing:
+			lg.Warn("replica fetch failed; retrying", "err", err, "backoff", f.m.cfg.Fetch.Backoff)
+		}
+		failing = true
+		t := time.NewTimer(f.m.cfg.Fetch.Backoff)
+		select {
+		case <-ctx.Done():
+		case <-f.wake:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// round truncates the buckets that just became followers and fetches the
+// others once. An error makes the fetcher back off.
+func (f *fetcher) round(ctx context.Context) error {
+	f.mu.Lock()
+	rs := make([]*Replica, 0, len(f.mu.replicas))
+	for _, r := range f.mu.replicas {
+		rs = append(rs, r)
+	}
+	f.mu.Unlock()
+	cfg := f.m.cfg.Fetch
+	req := FetchRequest{Follower: f.m.cfg.NodeID, MaxWait: cfg.MaxWait, MaxBytes: cfg.MaxBytes}
+	epochs := map[TableBucket]int32{}
+	var errs []error
+	for _, r := range rs {
+		st, ok := r.following(f.leader)
+		if !ok {
+			continue
+		}
+		if !st.truncated {
+			ask := func(ctx context.Context, epoch int32) (int32, int64, error) {
+				return cfg.Peer.OffsetForLeaderEpoch(ctx, f.leader, r.tb, st.epoch, epoch)
+			}
+			if err := r.truncateToLeader(ctx, f.leader, st.epoch, ask); err != nil {
+				errs = append(errs, failed(err))
+				continue
+			}
+			if st, ok = r.following(f.leader); !ok || !st.truncated {
+				continue
+			}
+		}
+		st.fetch.MaxBytes = cfg.MaxBytesForBucket
+		req.Buckets = append(req.Buckets, st.fetch)
+		epochs[r.tb] = st.epoch
+	}
+	if len(req.Buckets) == 0 {
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+		case <-f.wake:
+		}
+		return nil
+	}
+	fctx, cancel := context.WithTimeout(ctx, cfg.MaxWait+fetchTimeoutSlack)
+	defer cancel()
+	results, err := cfg.Peer.FetchReplica(fctx, f.leader, req)
+	if err != nil {
+		return err
+	}
+	for _, res := range results {
+		epoch, ok := epochs[res.TB]
+		r, err := f.m.Replica(res.TB)
+		if !ok || err != nil {
+			continue
+		}
+		switch {
+		case errors.Is(res.Err, log.ErrOffsetOutOfRange):
+			err = r.resetTo(f.leader, epoch, res)
+		case res.Err != nil:
+			err = res.Err
+		default:
+			err = r.appendFetched(f.leader, epoch, res)
+		}
+		if err != nil {
+			errs = append(errs, failed(err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// failed is what a bucket's error makes the fetcher back off for: nil
+// when the role changed meanwhile. A leader that refuses the fetch's epoch
+// (FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER) is retried after the
+// backoff, or as soon as this node's metadata changes: either side's
+// metadata may be the one that lags.
+func failed(err error) error {
+	if errors.Is(err, errStaleRole) || errors.Is(err, ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// syncFetchers gives each leader's fetcher the buckets this node follows
+// from it, starting and stopping fetchers as leaders come and go. Run
+// calls it after each reconcile.
+func (m *Manager) syncFetchers(ctx context.Context, fetchers map[int32]*fetcher) {
+	if m.cfg.Fetch.Peer == nil {
+		return
+	}
+	by := map[int32]map[TableBucket]*Replica{}
+	for _, r := range m.replicas() {
+		if leader := r.leaderID(); leader >= 0 && leader != m.cfg.NodeID {
+			if by[leader] == nil {
+				by[leader] = map[TableBucket]*Replica{}
+			}
+			by[leader][r.tb] = r
+		}
+	}
+	for leader, f := range fetchers {
+		if by[leader] == nil {
+			f.stop()
+			delete(fetchers, leader)
+		}
+	}
+	for leader, rs := range by {
+		f := fetchers[leader]
+		if f == nil {
+			f = m.startFetcher(ctx, leader)
+			fetchers[leader] = f
+		}
+		f.set(rs)
+	}
+}
+
+// leaderID is the bucket's leader as the replica knows it (-1: none).
+func (r *Replica) leaderID() int32 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.leader
+}
