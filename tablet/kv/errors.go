@@ -39,8 +39,8 @@ var (
 	// from it: it must be restored from a snapshot.
 	ErrTruncateBelowFlushed = errors.New("kv: truncation below the flushed offset")
 	// ErrBehindLog: PutKv on a tablet that has not applied every batch of
-	// its log (a promoted follower whose replica layer has not yet passed
-	// the last fetched batches to ApplyChangelog). Nothing was appended.
+	// its log (a follower's log appended batches after its BecomeLeader, or
+	// BecomeLeader failed to replay them). Nothing was appended.
 	ErrBehindLog = errors.New("kv: kv has not applied the whole log")
 	// ErrCorrupt: bytes in Pebble or in the changelog that cannot be decoded
 	// with the tablet's schema.
