@@ -225,6 +225,19 @@ func TestReplicatedAcksAll(t *testing.T) {
 	}
 	waitInSync(ctx, t, c, bucket0(tbl), leader)
 
+	seen := map[int64]bool{}
+	for _, id := range readIDs(ctx, t, ct) {
+		seen[id] = true
+	}
+	if len(seen) != rows {
+		t.Errorf("a consumer read %d distinct rows, want %d", len(seen), rows)
+	}
+}
+
+// readIDs reads bucket 0 of a table (columns id, v) through a consumer,
+// from the start to its latest offset, and returns the ids in order.
+func readIDs(ctx context.Context, t *testing.T, ct *client.Table) []int64 {
+	t.Helper()
 	sc, err := ct.NewLogScanner(client.MaxWait(100 * time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -232,8 +245,12 @@ func TestReplicatedAcksAll(t *testing.T) {
 	if err := sc.Subscribe(ctx, 0, client.Earliest()); err != nil {
 		t.Fatal(err)
 	}
-	seen := map[int64]bool{}
-	for len(seen) < rows {
+	end, err := ct.Offsets(ctx, stromv1.OffsetSpec_OFFSET_SPEC_LATEST, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for sc.Position()[0] < end[0] {
 		f, err := sc.Poll(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -242,10 +259,11 @@ func TestReplicatedAcksAll(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, r := range f.Records() {
-			seen[r.Row[0].(int64)] = true
+			ids = append(ids, r.Row[0].(int64))
 		}
 		f.Release()
 	}
+	return ids
 }
 
 // TestCutOffFollowerHoldsTheHighWatermark: a follower in the ISR that
@@ -345,33 +363,14 @@ func TestOldLeaderTruncatesItsDivergentTail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc, err := ct.NewLogScanner(client.MaxWait(100 * time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sc.Subscribe(ctx, 0, client.Earliest()); err != nil {
-		t.Fatal(err)
-	}
-	end, err := ct.Offsets(ctx, stromv1.OffsetSpec_OFFSET_SPEC_LATEST, time.Time{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := 0
-	for sc.Position()[0] < end[0] {
-		f, err := sc.Poll(ctx)
-		if err != nil {
-			t.Fatal(err)
+	ids := readIDs(ctx, t, ct)
+	for _, id := range ids {
+		if id >= 1000 {
+			t.Errorf("row %d of the old leader's divergent tail survived", id)
 		}
-		for _, r := range f.Records() {
-			if id := r.Row[0].(int64); id >= 1000 {
-				t.Errorf("row %d of the old leader's divergent tail survived", id)
-			}
-			seen++
-		}
-		f.Release()
 	}
-	if seen != 100 {
-		t.Errorf("read %d rows, want 100 (log %d bytes)", seen, len(got))
+	if len(ids) != 100 {
+		t.Errorf("read %d rows, want 100 (log %d bytes)", len(ids), len(got))
 	}
 }
 
