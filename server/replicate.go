@@ -113,16 +113,19 @@ type replicaPeers struct {
 }
 
 func newReplicaPeers(s *Server) *replicaPeers {
+	return &replicaPeers{s: s, http: s.signedClient(16), clients: map[string]stromv1connect.ReplicaServiceClient{}}
+}
+
+// signedClient is an HTTP client for node-to-node calls: it dials from
+// the node's source address and signs every call with the cluster secret,
+// keeping up to maxIdle idle connections per node.
+func (s *Server) signedClient(maxIdle int) *http.Client {
 	t := &http.Transport{
 		DialContext:         s.peerDialer().DialContext,
-		MaxIdleConnsPerHost: 16,
+		MaxIdleConnsPerHost: maxIdle,
 		IdleConnTimeout:     90 * time.Second,
 	}
-	return &replicaPeers{
-		s:       s,
-		http:    &http.Client{Transport: &signingTransport{next: t, secret: s.secret, from: strconv.Itoa(int(s.cfg.NodeID))}},
-		clients: map[string]stromv1connect.ReplicaServiceClient{},
-	}
+	return &http.Client{Transport: &signingTransport{next: t, secret: s.secret, from: strconv.Itoa(int(s.cfg.NodeID))}}
 }
 
 func (p *replicaPeers) client(node int32) (stromv1connect.ReplicaServiceClient, error) {

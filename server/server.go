@@ -221,6 +221,7 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 		WriterExpirationInterval: cfg.WriterIDExpirationCheckInterval,
 		MaxLagTime:               cfg.ReplicaMaxLagTime,
 		MinInSyncReplicas:        cfg.MinInSyncReplicas,
+		ISR:                      newISRChanger(s),
 		KVCache:                  s.kvCache,
 		Fetch: replica.FetchConfig{
 			Peer:              newReplicaPeers(s),
@@ -571,6 +572,8 @@ func (s *Server) handler() http.Handler {
 	// Node-to-node replication, signed with the cluster secret.
 	replicaPath, replicaService := stromv1connect.NewReplicaServiceHandler(&replicaHandler{s: s}, opts...)
 	mux.Handle(replicaPath, s.signedOnly(replicaService))
+	coordPath, coordService := stromv1connect.NewCoordinatorInternalServiceHandler(&coordinatorInternalHandler{s: s}, opts...)
+	mux.Handle(coordPath, s.signedOnly(coordService))
 
 	services := []string{stromv1connect.AdminServiceName, stromv1connect.TabletServiceName}
 	reflector := grpcreflect.NewStaticReflector(services...)

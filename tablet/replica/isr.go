@@ -39,7 +39,6 @@ func (r *Replica) isrProposalLocked(now time.Time, maxLag time.Duration) (c ISRC
 	if r.mu.closed || r.mu.leader != r.nodeID || r.mu.isrAsked == r.mu.bucketEpoch {
 		return c, false
 	}
-	hw := r.log.HighWatermark()
 	isr := slices.DeleteFunc(slices.Clone(r.mu.isr), func(id int32) bool {
 		if id == r.nodeID {
 			return false
@@ -52,7 +51,7 @@ func (r *Replica) isrProposalLocked(now time.Time, maxLag time.Duration) (c ISRC
 	})
 	var joining []int32
 	for id, f := range r.mu.followers {
-		if !slices.Contains(r.mu.isr, id) && f.LogEnd >= hw && f.LogEnd >= r.mu.epochStart {
+		if !slices.Contains(r.mu.isr, id) && r.canJoinLocked(f) {
 			joining = append(joining, id)
 		}
 	}
@@ -62,6 +61,28 @@ func (r *Replica) isrProposalLocked(now time.Time, maxLag time.Duration) (c ISRC
 		return c, false
 	}
 	return ISRChange{TB: r.tb, Leader: r.nodeID, LeaderEpoch: r.mu.leaderEpoch, BucketEpoch: r.mu.bucketEpoch, ISR: isr}, true
+}
+
+// canJoinLocked reports whether a follower outside the ISR may rejoin it:
+// it holds everything committed and fetched in this leader epoch (Kafka's
+// isFollowerInSync).
+func (r *Replica) canJoinLocked(f FollowerState) bool {
+	return f.LogEnd >= r.log.HighWatermark() && f.LogEnd >= r.mu.epochStart
+}
+
+// wakeISRCheckLocked has the manager's ISR check run now when follower,
+// just recorded by a fetch, is outside the ISR and may rejoin, and no
+// change is asked at this bucket epoch yet: a follower rejoins as soon as
+// it caught up, not at the next tick.
+func (r *Replica) wakeISRCheckLocked(follower int32) {
+	f, ok := r.mu.followers[follower]
+	if r.isrWake == nil || !ok || slices.Contains(r.mu.isr, follower) || r.mu.isrAsked == r.mu.bucketEpoch || !r.canJoinLocked(f) {
+		return
+	}
+	select {
+	case r.isrWake <- struct{}{}:
+	default: // a check is due already
+	}
 }
 
 // checkISR asks the coordinator for the ISR change isrProposalLocked finds,
@@ -76,7 +97,7 @@ func (r *Replica) checkISR(ctx context.Context, isr ISRChanger, now time.Time, m
 		return false, nil
 	}
 	if err := isr.AdjustISR(ctx, c); err != nil {
-		return true, fmt.Errorf("bucket %s: change the ISR from %v to %v: %w", r.tb, r.isrNow(), c.ISR, err)
+		return true, fmt.Errorf("bucket %s: change the ISR from %v to %v: %w", r.tb, r.ISR(), c.ISR, err)
 	}
 	r.mu.Lock()
 	if r.mu.bucketEpoch == c.BucketEpoch {
@@ -87,7 +108,9 @@ func (r *Replica) checkISR(ctx context.Context, isr ISRChanger, now time.Time, m
 	return true, nil
 }
 
-func (r *Replica) isrNow() []int32 {
+// ISR returns the bucket's in-sync replicas as this replica last applied
+// them from the metadata.
+func (r *Replica) ISR() []int32 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.mu.isr)

@@ -166,7 +166,7 @@ func TestAcksAllBelowMinISRFailsAtOnce(t *testing.T) {
 	// Two in sync: the acks=-1 write is appended (it then waits for the
 	// high watermark, which a done context cuts short).
 	setLeaderISR(t, meta, tb, catalog.LeaderAndISR{Leader: 1, LeaderEpoch: 3, ISR: []int32{1, 2}, BucketEpoch: 1})
-	waitFor(t, "the ISR of two", func() bool { return len(r.isrNow()) == 2 })
+	waitFor(t, "the ISR of two", func() bool { return len(r.ISR()) == 2 })
 	done, stop := context.WithCancel(context.Background())
 	stop()
 	if _, err := r.Append(done, batch(1), -1); !errors.Is(err, context.Canceled) {

@@ -143,6 +143,7 @@ func (r *Replica) fetchAsLeader(follower int32, f BucketFetch, maxBytes int, now
 	if err := r.maybeAdvanceLocked(); err != nil {
 		res.Err = err
 	}
+	r.wakeISRCheckLocked(follower)
 	res.HighWatermark = r.log.HighWatermark()
 	r.mu.Unlock()
 	if res.Err != nil || f.FetchOffset == res.LogEndOffset || maxBytes <= 0 {

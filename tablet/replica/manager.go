@@ -310,7 +310,7 @@ func (m *Manager) open(tb TableBucket, t catalog.Table) (*Replica, error) {
 		}
 	}
 	r = newReplica(tb, m.cfg.NodeID, lt, kt, lc.Logger, &m.changed)
-	r.minISR = m.cfg.MinInSyncReplicas
+	r.minISR, r.isrWake = m.cfg.MinInSyncReplicas, m.isrWake
 	m.mu.Lock()
 	m.mu.replicas[tb] = r
 	m.mu.Unlock()

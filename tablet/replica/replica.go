@@ -116,6 +116,8 @@ type Replica struct {
 	// minISR is the fewest in-sync replicas an acks=-1 write needs
 	// (log.replica.min-in-sync-replicas-number).
 	minISR int
+	// isrWake is the manager's: a send has its ISR check run now.
+	isrWake chan<- struct{}
 	// changed is the manager's: notified whenever the replica appends, its
 	// high watermark moves or its role changes, for long-polling fetches.
 	changed *broadcast
