@@ -728,6 +728,11 @@ func (c Config) Validate() error {
 	if c.ReplicaMaxLagTime < 2*time.Millisecond {
 		bad("log.replica.max-lag-time", "must be at least 2ms, got %s", c.ReplicaMaxLagTime)
 	}
+	if c.ReplicaFetchWaitMaxTime >= c.ReplicaMaxLagTime {
+		// An idle follower is caught up as of each answer to its long
+		// poll: a poll as long as the lag would drop it from the ISR.
+		bad("log.replica.max-lag-time", "must be longer than log.replica.fetch.wait-max-time (%s), got %s", c.ReplicaFetchWaitMaxTime, c.ReplicaMaxLagTime)
+	}
 	if c.MinInSyncReplicas < 1 {
 		bad("log.replica.min-in-sync-replicas-number", "must be ≥ 1, got %d", c.MinInSyncReplicas)
 	}

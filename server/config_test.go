@@ -26,7 +26,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	cfg.MaxConnectionsPerIP = 0
 	cfg.MaxRequestBytes = 4 << 30
 	cfg.ReadTimeout = 0
-	cfg.ReplicaMaxLagTime = 0
+	cfg.ReplicaMaxLagTime = cfg.ReplicaFetchWaitMaxTime
 	cfg.MinInSyncReplicas = 0
 	err := cfg.Validate()
 	if err == nil {
@@ -34,7 +34,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	}
 	for _, want := range []string{"data.dir (--data-dir)", "api.listen (--listen)", "default.bucket.number", "log.format (--log-format)", "session.timeout",
 		"max.connections.per.ip", "netty.server.max-request-size", "api.read-timeout",
-		"log.replica.max-lag-time", "log.replica.min-in-sync-replicas-number"} {
+		"log.replica.max-lag-time: must be longer than log.replica.fetch.wait-max-time", "log.replica.min-in-sync-replicas-number"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %q", err, want)
 		}
