@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -78,13 +79,32 @@ func NewGroup(t testing.TB, size int) []*raftmeta.Node {
 }
 
 // Logger writes through t.Log, so logs sit with the test that made them.
-func Logger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+func Logger(t testing.TB) *slog.Logger { return LoggerAt(t, slog.LevelDebug) }
+
+// LoggerAt is Logger for records at lvl and above. What is logged once the
+// test has ended (by a goroutine still stopping) is dropped.
+func LoggerAt(t testing.TB, lvl slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(&tWriter{t: t}, &slog.HandlerOptions{Level: lvl}))
 }
 
-type tWriter struct{ t testing.TB }
+type tWriter struct {
+	t    testing.TB
+	mu   sync.Mutex
+	done bool
+}
 
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
+func (w *tWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		func() {
+			defer func() {
+				if recover() != nil { // t.Log after the test ended panics
+					w.done = true
+				}
+			}()
+			w.t.Log(strings.TrimRight(string(p), "\n"))
+		}()
+	}
 	return len(p), nil
 }

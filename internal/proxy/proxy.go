@@ -292,7 +292,7 @@ func (n *Network) Partition(groups ...[]string) {
 	}
 }
 
-// nodes returns the names of the nodes. n.mu must be held.
+// nodesLocked returns the names of the nodes. n.mu must be held.
 func (n *Network) nodesLocked() []string {
 	var names []string
 	for _, name := range n.mu.names {

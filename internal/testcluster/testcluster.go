@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"strom/client"
+	"strom/internal/metatest"
 	"strom/internal/proxy"
 	"strom/raftmeta/membership"
 	"strom/server"
@@ -404,34 +405,12 @@ func (c *Cluster) close() {
 	c.net.Close()
 }
 
-// testLogger writes a node's logs through t.Log (warnings and errors only
-// unless verbose), and nothing once the test has ended.
+// testLogger writes a node's logs through t.Log: warnings and errors only
+// unless verbose.
 func testLogger(t testing.TB, name string, verbose bool) *slog.Logger {
 	lvl := slog.LevelWarn
 	if verbose {
 		lvl = slog.LevelDebug
 	}
-	return slog.New(slog.NewTextHandler(&tLogWriter{t: t}, &slog.HandlerOptions{Level: lvl})).With("node", name)
-}
-
-type tLogWriter struct {
-	t    testing.TB
-	mu   sync.Mutex
-	done bool
-}
-
-func (w *tLogWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		func() {
-			defer func() {
-				if recover() != nil { // logged after the test ended
-					w.done = true
-				}
-			}()
-			w.t.Log(strings.TrimRight(string(p), "\n"))
-		}()
-	}
-	return len(p), nil
+	return metatest.LoggerAt(t, lvl).With("node", name)
 }
