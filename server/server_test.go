@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,13 +47,30 @@ func testConfig(t testing.TB, dir string) Config {
 }
 
 // freeAddr returns a loopback address with a port free right now.
+// handedOut holds every address freeAddr returned in this test binary: a
+// port picked free and closed may be picked again, and two nodes of one
+// test given the same port fail to start.
+var handedOut = struct {
+	sync.Mutex
+	addrs map[string]bool
+}{addrs: map[string]bool{}}
+
 func freeAddr(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := ln.Addr().String()
+		ln.Close()
+		handedOut.Lock()
+		fresh := !handedOut.addrs[a]
+		handedOut.addrs[a] = true
+		handedOut.Unlock()
+		if fresh {
+			return a
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 func startServer(t testing.TB, cfg Config) *Server {
