@@ -132,13 +132,32 @@ func (n *node) kill(sig syscall.Signal) error {
 	}
 }
 
+// handedOut holds every address freeAddr returned in this test binary: a
+// port picked free and closed may be picked again, and two nodes given the
+// same port fail to start.
+var handedOut = struct {
+	sync.Mutex
+	addrs map[string]bool
+}{addrs: map[string]bool{}}
+
+// freeAddr returns a loopback address with a port free right now, never one
+// it returned before in this test binary.
 func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := ln.Addr().String()
+		ln.Close()
+		handedOut.Lock()
+		fresh := !handedOut.addrs[a]
+		handedOut.addrs[a] = true
+		handedOut.Unlock()
+		if fresh {
+			return a
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // strom runs the CLI against addr and returns stdout, failing the test on a

@@ -29,7 +29,6 @@ type procCluster struct {
 	expect int
 	joins  []string
 	nodes  map[int]*procNode
-	used   map[string]bool // addresses given to nodes
 }
 
 type procNode struct {
@@ -42,27 +41,15 @@ type procNode struct {
 func newProcCluster(t *testing.T, bin string, expect int) *procCluster {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
-	return &procCluster{t: t, bin: bin, expect: expect, secret: base64.StdEncoding.EncodeToString(key), nodes: map[int]*procNode{}, used: map[string]bool{}}
+	return &procCluster{t: t, bin: bin, expect: expect, secret: base64.StdEncoding.EncodeToString(key), nodes: map[int]*procNode{}}
 }
 
 // add configures node id (addresses, data dir) without starting it.
 func (c *procCluster) add(id int) *procNode {
-	n := &procNode{id: id, dir: c.t.TempDir(), api: c.fresh(freeAddr), raft: c.fresh(freeAddr), gossip: c.fresh(freeUDPAddr)}
+	n := &procNode{id: id, dir: c.t.TempDir(), api: freeAddr(c.t), raft: freeAddr(c.t), gossip: freeUDPAddr(c.t)}
 	c.nodes[id] = n
 	c.joins = append(c.joins, n.gossip)
 	return n
-}
-
-// fresh returns an address from pick that no node of the cluster has yet
-// (a port picked free and closed may be picked again).
-func (c *procCluster) fresh(pick func(*testing.T) string) string {
-	for {
-		a := pick(c.t)
-		if !c.used[a] {
-			c.used[a] = true
-			return a
-		}
-	}
 }
 
 // launch starts node id's process without waiting for it.
