@@ -177,8 +177,9 @@ type Config struct {
 	// that has nothing to answer (log.replica.fetch.wait-max-time; Fluss:
 	// 500 ms).
 	ReplicaFetchWaitMaxTime time.Duration
-	// ReplicaFetchBackoff is a follower's pause after a failed fetch
-	// (log.replica.fetch.backoff-interval; Fluss: 1 s).
+	// ReplicaFetchBackoff is a follower's pause after a failed fetch: of
+	// the bucket that failed, or of every bucket followed from a leader
+	// that cannot be reached (log.replica.fetch.backoff-interval; Fluss: 1 s).
 	ReplicaFetchBackoff time.Duration
 	// ZooKeeperListen, when set, serves the ZooKeeper wire protocol over the
 	// metadata tree on this address (zookeeper.listen, --zookeeper-listen;
@@ -480,7 +481,7 @@ func Keys() []Key {
 			func(c *Config) *int64 { return &c.ReplicaFetchMaxBytesForBucket }),
 		durationKey("log.replica.fetch.wait-max-time", "", "longest a leader holds a follower's fetch that has nothing to answer",
 			func(c *Config) *time.Duration { return &c.ReplicaFetchWaitMaxTime }),
-		durationKey("log.replica.fetch.backoff-interval", "", "a follower's pause after a failed fetch",
+		durationKey("log.replica.fetch.backoff-interval", "", "a follower's pause after a failed fetch (of the bucket, or of every bucket from a leader that cannot be reached)",
 			func(c *Config) *time.Duration { return &c.ReplicaFetchBackoff }),
 		boolKey("debug.pprof", "pprof", "serve Go's profiler under /debug/pprof/ (true or false)",
 			func(c *Config) *bool { return &c.Pprof }),

@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -33,7 +34,8 @@ type FetchConfig struct {
 	// MaxWait is how long the leader holds a fetch with nothing to answer
 	// (log.replica.fetch.wait-max-time).
 	MaxWait time.Duration
-	// Backoff is the pause after a failed fetch
+	// Backoff is the pause of a fetcher after a failed call to its leader,
+	// and of one bucket after its own error
 	// (log.replica.fetch.backoff-interval).
 	Backoff time.Duration
 }
@@ -92,9 +94,10 @@ func (f *fetcher) stop() {
 
 func (f *fetcher) run(ctx context.Context) {
 	lg := f.m.lg.With("leader", f.leader)
+	backoff := bucketBackoff{lg: lg, d: f.m.cfg.Fetch.Backoff}
 	var failing bool // log a failing leader once, not at every try
 	for ctx.Err() == nil {
-		err := f.round(ctx)
+		err := f.round(ctx, &backoff)
 		switch {
 		case err == nil:
 			if failing {
@@ -118,30 +121,110 @@ func (f *fetcher) run(ctx context.Context) {
 	}
 }
 
+// nodeError marks an error of the leader node rather than of one bucket:
+// it could not be reached, or failed the whole call.
+type nodeError struct{ err error }
+
+func (e *nodeError) Error() string { return e.err.Error() }
+func (e *nodeError) Unwrap() error { return e.err }
+
+// bucketBackoff holds the buckets of one fetcher that failed (Kafka's
+// delayed partitions of a fetcher thread): each is left out of the
+// fetcher's requests for the backoff, while its role stays the one it
+// failed in; a role change (a new leader or epoch) ends it at once. Owned
+// by the fetcher's goroutine.
+type bucketBackoff struct {
+	lg *slog.Logger
+	d  time.Duration
+	m  map[TableBucket]backedOff
+}
+
+type backedOff struct {
+	epoch int32
+	until time.Time
+}
+
+// fail backs bucket tb off after err at leader epoch epoch (nothing when
+// failed(err) is nil: the role changed meanwhile, and the bucket is tried
+// again in its new one).
+func (b *bucketBackoff) fail(tb TableBucket, epoch int32, err error, now time.Time) {
+	if err = failed(err); err == nil {
+		return
+	}
+	if b.m == nil {
+		b.m = map[TableBucket]backedOff{}
+	}
+	if prev, ok := b.m[tb]; !ok || prev.epoch != epoch {
+		b.lg.Warn("replica fetch of the bucket failed; retrying it", "bucket", tb, "err", err, "backoff", b.d)
+	}
+	b.m[tb] = backedOff{epoch: epoch, until: now.Add(b.d)}
+}
+
+// ok records a bucket fetched without error.
+func (b *bucketBackoff) ok(tb TableBucket) {
+	if _, failing := b.m[tb]; failing {
+		delete(b.m, tb)
+		b.lg.Info("fetching the bucket again", "bucket", tb)
+	}
+}
+
+// waiting reports whether bucket tb, at leader epoch epoch, is backed off
+// at now.
+func (b *bucketBackoff) waiting(tb TableBucket, epoch int32, now time.Time) bool {
+	e, ok := b.m[tb]
+	return ok && e.epoch == epoch && now.Before(e.until)
+}
+
+// next is when the first backoff still running at now ends (zero: none).
+func (b *bucketBackoff) next(now time.Time) time.Time {
+	var first time.Time
+	for _, e := range b.m {
+		if e.until.After(now) && (first.IsZero() || e.until.Before(first)) {
+			first = e.until
+		}
+	}
+	return first
+}
+
 // round truncates the buckets that just became followers and fetches the
-// others once. An error makes the fetcher back off.
-func (f *fetcher) round(ctx context.Context) error {
+// others once, leaving out the buckets backed off. An error of one bucket
+// (the leader's answer for it, or its local append or truncation) backs
+// that bucket off only; an error of the call to the leader node is
+// returned, and backs the whole fetcher off.
+func (f *fetcher) round(ctx context.Context, backoff *bucketBackoff) error {
 	f.mu.Lock()
 	rs := make([]*Replica, 0, len(f.mu.replicas))
 	for _, r := range f.mu.replicas {
 		rs = append(rs, r)
 	}
+	for tb := range backoff.m {
+		if f.mu.replicas[tb] == nil {
+			delete(backoff.m, tb) // no longer followed from this leader
+		}
+	}
 	f.mu.Unlock()
 	cfg := f.m.cfg.Fetch
 	req := FetchRequest{Follower: f.m.cfg.NodeID, MaxWait: cfg.MaxWait, MaxBytes: cfg.MaxBytes}
 	epochs := map[TableBucket]int32{}
-	var errs []error
+	now := time.Now()
 	for _, r := range rs {
 		st, ok := r.following(f.leader)
-		if !ok {
+		if !ok || backoff.waiting(r.tb, st.epoch, now) {
 			continue
 		}
 		if !st.truncated {
 			ask := func(ctx context.Context, epoch int32) (int32, int64, error) {
-				return cfg.Peer.OffsetForLeaderEpoch(ctx, f.leader, r.tb, st.epoch, epoch)
+				e, end, err := cfg.Peer.OffsetForLeaderEpoch(ctx, f.leader, r.tb, st.epoch, epoch)
+				if err != nil && !isBucketError(err) {
+					err = &nodeError{err}
+				}
+				return e, end, err
 			}
 			if err := r.truncateToLeader(ctx, f.leader, st.epoch, ask); err != nil {
-				errs = append(errs, failed(err))
+				if ne := (*nodeError)(nil); errors.As(err, &ne) {
+					return err
+				}
+				backoff.fail(r.tb, st.epoch, err, time.Now())
 				continue
 			}
 			if st, ok = r.following(f.leader); !ok || !st.truncated {
@@ -153,12 +236,16 @@ func (f *fetcher) round(ctx context.Context) error {
 		epochs[r.tb] = st.epoch
 	}
 	if len(req.Buckets) == 0 {
-		if err := errors.Join(errs...); err != nil {
-			return err
+		var retry <-chan time.Time
+		if next := backoff.next(time.Now()); !next.IsZero() {
+			t := time.NewTimer(time.Until(next))
+			defer t.Stop()
+			retry = t.C
 		}
 		select {
 		case <-ctx.Done():
 		case <-f.wake:
+		case <-retry:
 		}
 		return nil
 	}
@@ -183,10 +270,20 @@ func (f *fetcher) round(ctx context.Context) error {
 			err = r.appendFetched(f.leader, epoch, res)
 		}
 		if err != nil {
-			errs = append(errs, failed(err))
+			backoff.fail(res.TB, epoch, err, time.Now())
+		} else {
+			backoff.ok(res.TB)
 		}
 	}
-	return errors.Join(errs...)
+	return nil
+}
+
+// isBucketError reports whether err, from a leader, is its answer about
+// one bucket (it does not lead it, or not at this epoch, or does not host
+// it) rather than a failure of the call.
+func isBucketError(err error) bool {
+	return errors.Is(err, ErrNotLeader) || errors.Is(err, ErrUnknownBucket) || errors.Is(err, ErrClosed) ||
+		errors.Is(err, log.ErrFencedLeaderEpoch) || errors.Is(err, log.ErrOffsetOutOfRange)
 }
 
 // failed is what a bucket's error makes the fetcher back off for: nil
