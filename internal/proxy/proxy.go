@@ -21,9 +21,12 @@ package proxy
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	mrand "math/rand/v2"
 	"net"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -399,4 +402,86 @@ func (n *Network) Close() error {
 	}
 	n.wg.Wait()
 	return nil
+}
+
+// PrivateBase is where Expose's private ports start on a node's own IP:
+// below the kernel's ephemeral range (32768 and up), from which the
+// proxies' ports come, so that a private port is never one a proxy holds.
+const PrivateBase = 24000
+
+// Expose picks a private port for node name on its IP ip (PrivateBase+k,
+// or any port free now if that one is taken) for the node to listen on,
+// and a proxy listener on the same IP forwarding to it, for TCP, or for
+// TCP and UDP on one port when udp is set (gossip). The node advertises
+// public. A node of its own IP is the only one to bind there, so the
+// private port stays free until the node binds it.
+func (n *Network) Expose(name, ip string, k int, udp bool) (private, public string, err error) {
+	private = net.JoinHostPort(ip, strconv.Itoa(PrivateBase+k))
+	if !isFree(private, udp) {
+		if private, err = freePort(ip, udp); err != nil {
+			return "", "", err
+		}
+	}
+	for range 20 {
+		var addr string
+		if addr, err = n.ForwardTCP(name, ip+":0", private); err != nil {
+			return "", "", err
+		}
+		if !udp {
+			return private, addr, nil
+		}
+		if _, err = n.ForwardUDP(name, addr, private); err == nil {
+			return private, addr, nil
+		}
+		// The UDP port is taken: that TCP forwarder stays unused.
+	}
+	return "", "", fmt.Errorf("proxy: no free TCP+UDP port on %s: %w", ip, err)
+}
+
+// isFree reports whether addr can be listened on now (TCP, and UDP too
+// when udp is set).
+func isFree(addr string, udp bool) bool {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return false
+	}
+	defer ln.Close()
+	if udp {
+		pc, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			return false
+		}
+		pc.Close()
+	}
+	return true
+}
+
+// freePort returns ip:port of a port free now (for TCP, and UDP too when
+// udp is set).
+func freePort(ip string, udp bool) (string, error) {
+	for range 20 {
+		ln, err := net.Listen("tcp", ip+":0")
+		if err != nil {
+			return "", err
+		}
+		addr := ln.Addr().String()
+		if !udp {
+			ln.Close()
+			return addr, nil
+		}
+		pc, err := net.ListenPacket("udp", addr)
+		ln.Close()
+		if err == nil {
+			pc.Close()
+			return addr, nil
+		}
+	}
+	return "", fmt.Errorf("proxy: no free port on %s", ip)
+}
+
+// LoopbackPrefix returns "127.a.b." with a and b random, the prefix of a
+// cluster's node IPs (127.a.b.10+i), so that the nodes of clusters run at
+// once do not meet.
+func LoopbackPrefix() string {
+	return fmt.Sprintf("127.%d.%d.", 1+mrand.IntN(250), 1+mrand.IntN(250))
 }

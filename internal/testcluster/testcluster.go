@@ -16,8 +16,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"log/slog"
-	mrand "math/rand/v2"
-	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -89,7 +87,7 @@ func New(t testing.TB, opts Options) *Cluster {
 	c.secret = base64.StdEncoding.EncodeToString(key)
 	t.Cleanup(c.close)
 
-	prefix := fmt.Sprintf("127.%d.%d.", 1+mrand.IntN(250), 1+mrand.IntN(250))
+	prefix := proxy.LoopbackPrefix()
 	for i := 1; i <= opts.Nodes; i++ {
 		c.nodes = append(c.nodes, c.newNode(i, prefix+strconv.Itoa(10+i)))
 	}
@@ -131,14 +129,14 @@ func (c *Cluster) newNode(i int, ip string) *Node {
 	cfg.GossipTimings = membership.LocalTimings()
 
 	var err error
-	cfg.Listen, cfg.Advertise, err = c.forward(n, 1, "tcp")
+	cfg.Listen, cfg.Advertise, err = c.net.Expose(n.Name, n.IP, 1, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.RaftListen, cfg.RaftAdvertise, err = c.forward(n, 2, "tcp"); err != nil {
+	if cfg.RaftListen, cfg.RaftAdvertise, err = c.net.Expose(n.Name, n.IP, 2, false); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.GossipListen, cfg.GossipAdvertise, err = c.forward(n, 3, "tcp+udp"); err != nil {
+	if cfg.GossipListen, cfg.GossipAdvertise, err = c.net.Expose(n.Name, n.IP, 3, true); err != nil {
 		t.Fatal(err)
 	}
 	n.API = cfg.Advertise
@@ -147,79 +145,6 @@ func (c *Cluster) newNode(i int, ip string) *Node {
 	}
 	n.cfg = cfg
 	return n
-}
-
-// privateBase is where a node's private ports start on its own IP: below
-// the kernel's ephemeral range (32768 and up), from which the proxies'
-// ports come, so that a private port is never one the proxy holds.
-const privateBase = 24000
-
-// forward picks a private port for node n (privateBase+k, or any free one
-// if that is taken) and a proxy port forwarding to it, for TCP or for TCP
-// and UDP on the same port (gossip).
-func (c *Cluster) forward(n *Node, k int, proto string) (private, public string, err error) {
-	udp := proto == "tcp+udp"
-	private = net.JoinHostPort(n.IP, strconv.Itoa(privateBase+k))
-	if !isFree(private, udp) {
-		if private, err = freePort(n.IP, udp); err != nil {
-			return "", "", err
-		}
-	}
-	for range 20 {
-		var addr string
-		if addr, err = c.net.ForwardTCP(n.Name, n.IP+":0", private); err != nil {
-			return "", "", err
-		}
-		if !udp {
-			return private, addr, nil
-		}
-		if _, err = c.net.ForwardUDP(n.Name, addr, private); err == nil {
-			return private, addr, nil
-		}
-		// The UDP port is taken: that TCP forwarder stays unused.
-	}
-	return "", "", fmt.Errorf("testcluster: no free TCP+UDP port on %s: %w", n.IP, err)
-}
-
-// isFree reports whether addr can be listened on now (TCP, and UDP too
-// when udp is set).
-func isFree(addr string, udp bool) bool {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return false
-	}
-	defer ln.Close()
-	if udp {
-		pc, err := net.ListenPacket("udp", addr)
-		if err != nil {
-			return false
-		}
-		pc.Close()
-	}
-	return true
-}
-
-// freePort returns ip:port of a port free now (for TCP, and UDP too when
-// udp is set).
-func freePort(ip string, udp bool) (string, error) {
-	for range 20 {
-		ln, err := net.Listen("tcp", ip+":0")
-		if err != nil {
-			return "", err
-		}
-		addr := ln.Addr().String()
-		if !udp {
-			ln.Close()
-			return addr, nil
-		}
-		pc, err := net.ListenPacket("udp", addr)
-		ln.Close()
-		if err == nil {
-			pc.Close()
-			return addr, nil
-		}
-	}
-	return "", fmt.Errorf("testcluster: no free port on %s", ip)
 }
 
 func (n *Node) start() error {
