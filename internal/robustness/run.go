@@ -1,0 +1,235 @@
+package robustness
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"strom/internal/robustness/history"
+)
+
+// Options describe a run: a seed, the fault kinds, how long, how many
+// nodes. The same options give the same schedule.
+type Options struct {
+	// Seed chooses the schedule.
+	Seed int64
+	// Kinds are the fault kinds the schedule takes in turn (default all).
+	Kinds []Kind
+	// Duration is how long faults are injected (the run takes longer: the
+	// cluster's start, the quiet period, the final reads, the check).
+	Duration time.Duration
+	// Nodes is the cluster's size, 3 or 5 (default 3).
+	Nodes int
+	// Quiet is how long the workloads go on after every fault has healed,
+	// before they stop and the final reads (default 5s).
+	Quiet time.Duration
+	// Dir is the run directory, created if missing: the binary, the nodes'
+	// data and logs, the history, the schedule, the verdict.
+	Dir string
+	// Bin is the strom binary to run.
+	Bin string
+}
+
+// Validate reports every problem of o.
+func (o Options) Validate() error {
+	var errs []error
+	if o.Duration <= 0 {
+		errs = append(errs, fmt.Errorf("robustness: duration %v: want more than 0", o.Duration))
+	}
+	if o.Nodes != 3 && o.Nodes != 5 {
+		errs = append(errs, fmt.Errorf("robustness: nodes %d: want 3 or 5", o.Nodes))
+	}
+	if o.Dir == "" || o.Bin == "" {
+		errs = append(errs, errors.New("robustness: a run needs a directory and a binary"))
+	}
+	return errors.Join(errs...)
+}
+
+// Command is the command that runs these options again.
+func (o Options) Command() string {
+	var kinds []string
+	for _, k := range o.Kinds {
+		kinds = append(kinds, string(k))
+	}
+	return fmt.Sprintf("scripts/robustness.sh --seed %d --minutes %g --faults %s --nodes %d",
+		o.Seed, o.Duration.Minutes(), strings.Join(kinds, ","), o.Nodes)
+}
+
+// Verdict is the outcome of a run, written to verdict.json in its
+// directory.
+type Verdict struct {
+	// OK is true when the run found nothing wrong.
+	OK       bool          `json:"ok"`
+	Seed     int64         `json:"seed"`
+	Kinds    []Kind        `json:"kinds"`
+	Duration time.Duration `json:"duration_ns"`
+	Nodes    int           `json:"nodes"`
+	Dir      string        `json:"dir"`
+	// Reproduce is the command that runs the same schedule.
+	Reproduce string `json:"reproduce"`
+	// Ops counts the operations recorded, Unknown and Failed those of
+	// them with outcome unknown and fail; Faults the faults injected.
+	Ops     int64 `json:"ops"`
+	Unknown int64 `json:"unknown"`
+	Failed  int64 `json:"failed"`
+	Faults  int   `json:"faults"`
+	// Problems are what went wrong in the run itself: a node that did not
+	// come back, a clean stop that hung, final reads that could not finish.
+	Problems []string `json:"problems,omitempty"`
+	// Anomalies are what the checkers found in the history.
+	Anomalies []string `json:"anomalies,omitempty"`
+	// Checks lists the checks run on the history and their findings.
+	Checks []string `json:"checks"`
+}
+
+func (v *Verdict) String() string {
+	var b strings.Builder
+	status := "PASS"
+	if !v.OK {
+		status = "FAIL"
+	}
+	fmt.Fprintf(&b, "%s: seed %d, %v of faults %v on %d nodes: %d operations (%d unknown, %d failed), %d faults\n",
+		status, v.Seed, v.Duration, v.Kinds, v.Nodes, v.Ops, v.Unknown, v.Failed, v.Faults)
+	for _, c := range v.Checks {
+		fmt.Fprintf(&b, "  check %s\n", c)
+	}
+	for _, p := range v.Problems {
+		fmt.Fprintf(&b, "  problem: %s\n", p)
+	}
+	for _, a := range v.Anomalies {
+		fmt.Fprintf(&b, "  anomaly: %s\n", a)
+	}
+	fmt.Fprintf(&b, "  run directory: %s\n", v.Dir)
+	if !v.OK {
+		fmt.Fprintf(&b, "  reproduce: %s\n", v.Reproduce)
+	}
+	return b.String()
+}
+
+// Run runs a cluster of real processes under the workloads and the
+// schedule of opts, heals every fault, lets the cluster settle, reads
+// everything back, checks the history, and writes the verdict to
+// opts.Dir. The error is for a run that could not be made at all (the
+// cluster did not start); what goes wrong later is in the verdict.
+func Run(ctx context.Context, opts Options) (*Verdict, error) {
+	if len(opts.Kinds) == 0 {
+		opts.Kinds = Kinds
+	}
+	if opts.Nodes == 0 {
+		opts.Nodes = 3
+	}
+	if opts.Quiet == 0 {
+		opts.Quiet = 5 * time.Second
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	logf, err := os.Create(filepath.Join(opts.Dir, "harness.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	lg := slog.New(slog.NewTextHandler(logf, nil))
+	sched := NewSchedule(uint64(opts.Seed), opts.Kinds, opts.Duration)
+	if err := os.WriteFile(filepath.Join(opts.Dir, "schedule.txt"), []byte(sched.String()), 0o644); err != nil {
+		return nil, err
+	}
+	v := &Verdict{Seed: opts.Seed, Kinds: opts.Kinds, Duration: opts.Duration, Nodes: opts.Nodes, Dir: opts.Dir, Reproduce: opts.Command()}
+	problem := func(err error) {
+		if err != nil {
+			lg.Error("problem", "err", err)
+			v.Problems = append(v.Problems, err.Error())
+		}
+	}
+
+	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	c, err := StartCluster(startCtx, ClusterOptions{Bin: opts.Bin, Dir: opts.Dir, Nodes: opts.Nodes, Logger: lg})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	cl, err := c.Client(time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	if err := setup(startCtx, cl); err != nil {
+		return nil, err
+	}
+	hw, err := history.Create(filepath.Join(opts.Dir, "history.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	rec := &recorder{w: hw, clock: history.NewClock()}
+	w := &workloads{rec: rec, cl: cl, servers: c.Servers(), seed: opts.Seed, stop: make(chan struct{})}
+	if err := w.start(startCtx); err != nil {
+		close(w.stop)
+		w.wg.Wait()
+		_ = hw.Close()
+		return nil, err
+	}
+	lg.Info("workloads started", "schedule", sched.String())
+
+	in := &injector{c: c, lg: lg, rec: rec, seed: opts.Seed, db: database, table: logTable, stopTimeout: 30 * time.Second}
+	for _, st := range sched.Steps {
+		if !sleepUntil(ctx, rec.clock, st.At) {
+			break
+		}
+		problem(in.run(ctx, st))
+		v.Faults++
+	}
+	sleepUntil(ctx, rec.clock, opts.Duration)
+	healCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	problem(in.healAll(healCtx))
+	lg.Info("healed; quiet period", "quiet", opts.Quiet)
+	sleepUntil(ctx, rec.clock, time.Duration(rec.clock.Now())+opts.Quiet)
+	close(w.stop)
+	w.wg.Wait()
+	for _, err := range w.closeErrs {
+		lg.Warn("closing a workload client", "err", err)
+	}
+	problem(w.finalReads(healCtx))
+	problem(rec.err())
+	problem(hw.Close())
+	v.Ops = rec.clients.Load() // replaced below by the count read back
+	v.Unknown, v.Failed = rec.unknown.Load(), rec.failed.Load()
+
+	h, err := history.ReadFile(filepath.Join(opts.Dir, "history.jsonl"))
+	if err != nil {
+		problem(err)
+	} else {
+		v.Ops = int64(len(h.Ops))
+		v.Checks, v.Anomalies = checkHistory(h)
+	}
+	v.OK = len(v.Problems) == 0 && len(v.Anomalies) == 0
+	b, _ := json.MarshalIndent(v, "", "  ")
+	if err := os.WriteFile(filepath.Join(opts.Dir, "verdict.json"), b, 0o644); err != nil {
+		return v, err
+	}
+	return v, os.WriteFile(filepath.Join(opts.Dir, "verdict.txt"), []byte(v.String()), 0o644)
+}
+
+// sleepUntil waits until the run's clock reads at; false if ctx ended
+// first. This is the schedule's own timing, not a wait for a condition.
+func sleepUntil(ctx context.Context, clock history.Clock, at time.Duration) bool {
+	d := at - time.Duration(clock.Now())
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	select {
+	case <-time.After(d):
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
