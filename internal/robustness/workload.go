@@ -235,11 +235,8 @@ func (w *workloads) producer(ctx context.Context, t *client.Table) error {
 // consumer reads bucket of the log table from its start with a LogScanner,
 // each Poll one LogRead of one logical client.
 func (w *workloads) consumer(ctx context.Context, t *client.Table, bucket int32) error {
-	sc, err := t.NewLogScanner(client.MaxWait(200 * time.Millisecond))
+	sc, err := bucketScanner(ctx, t, bucket, 200*time.Millisecond)
 	if err != nil {
-		return err
-	}
-	if err := sc.Subscribe(ctx, bucket, client.AtOffset(0)); err != nil {
 		return err
 	}
 	id := w.rec.client()
@@ -251,6 +248,15 @@ func (w *workloads) consumer(ctx context.Context, t *client.Table, bucket int32)
 		}
 	}()
 	return nil
+}
+
+// bucketScanner returns a scanner of bucket alone, from offset 0.
+func bucketScanner(ctx context.Context, t *client.Table, bucket int32, maxWait time.Duration) (*client.LogScanner, error) {
+	sc, err := t.NewLogScanner(client.MaxWait(maxWait))
+	if err != nil {
+		return nil, err
+	}
+	return sc, sc.Subscribe(ctx, bucket, client.AtOffset(0))
 }
 
 // poll records one Poll of sc, subscribed to bucket alone, as a LogRead;
@@ -409,11 +415,8 @@ func (w *workloads) finalReads(ctx context.Context) error {
 		return fmt.Errorf("robustness: the log table's end offsets: %w", err)
 	}
 	for b := range int32(logBucket) {
-		sc, err := t.NewLogScanner(client.MaxWait(100 * time.Millisecond))
+		sc, err := bucketScanner(ctx, t, b, 100*time.Millisecond)
 		if err != nil {
-			return err
-		}
-		if err := sc.Subscribe(ctx, b, client.AtOffset(0)); err != nil {
 			return err
 		}
 		id := w.rec.client()
