@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"iter"
+	"maps"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -58,20 +61,45 @@ func (t *Tablet) VerifyFold() error {
 		return fmt.Errorf("kv: verify: %w", err)
 	}
 	defer it.Close()
-	for ok := it.First(); ok; ok = it.Next() {
-		want, in := fold[string(it.Key())]
-		if !in || !bytes.Equal(it.Value(), want) {
-			return fmt.Errorf("%w: key %x: pebble holds %x, the changelog below offset %d folds to %x", ErrCorrupt, it.Key(), it.Value(), flushed, want)
+	err = DiffFold(fold, func(yield func(k, v []byte) bool) {
+		for ok := it.First(); ok; ok = it.Next() {
+			if !yield(it.Key(), it.Value()) {
+				return
+			}
 		}
-		delete(fold, string(it.Key()))
+	})
+	if ierr := it.Error(); ierr != nil {
+		return fmt.Errorf("kv: verify: %w", ierr)
 	}
-	if err := it.Error(); err != nil {
-		return fmt.Errorf("kv: verify: %w", err)
-	}
-	for k, v := range fold {
-		return fmt.Errorf("%w: key %x: absent from pebble, the changelog below offset %d folds to %x", ErrCorrupt, k, flushed, v)
+	if err != nil {
+		return fmt.Errorf("%w (the changelog below offset %d)", err, flushed)
 	}
 	return nil
+}
+
+// DiffFold compares rows, a store's contents (each key once, in any
+// order), with fold, the fold of its changelog (key to the row of its last
+// +I or +U; a key whose last change is -D is absent). The first difference
+// met is an error wrapping ErrCorrupt that names the key and both sides;
+// nil means they are equal. It deletes from fold the keys it meets, so the
+// caller must not reuse fold. Robustness checkers use it on contents and
+// changelogs read through the API.
+func DiffFold(fold map[string][]byte, rows iter.Seq2[[]byte, []byte]) error {
+	for k, v := range rows {
+		want, in := fold[string(k)]
+		switch {
+		case !in:
+			return fmt.Errorf("%w: key %q: the store holds %q, absent from the changelog's fold", ErrCorrupt, k, v)
+		case !bytes.Equal(v, want):
+			return fmt.Errorf("%w: key %q: the store holds %q, the changelog folds to %q", ErrCorrupt, k, v, want)
+		}
+		delete(fold, string(k))
+	}
+	if len(fold) == 0 {
+		return nil
+	}
+	k := slices.Min(slices.Collect(maps.Keys(fold)))
+	return fmt.Errorf("%w: key %q: absent from the store, the changelog folds to %q", ErrCorrupt, k, fold[k])
 }
 
 // foldInto applies the changes of batches to fold and moves *off past them.
