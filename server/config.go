@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.yaml.in/yaml/v3"
 
 	"strom/raftmeta"
@@ -94,6 +95,12 @@ type Config struct {
 	// GossipTimings are the gossip's intervals (zero: memberlist's LAN
 	// defaults). Not a key: tests shorten them (membership.LocalTimings).
 	GossipTimings membership.Timings
+	// TabletFS is the file system of the tablets (DataDir/tablets: every
+	// replica's log and KV); nil means the operating system's. Not a key:
+	// power-loss tests pass an in-memory one (internal/strictfs). The
+	// metadata replica (raft-boltdb) and the node's identity files stay on
+	// the real disk.
+	TabletFS vfs.FS
 	// ClusterSecret is the secret every node of the cluster shares, the
 	// base64 of 32 random bytes (cluster.secret, env STROM_CLUSTER_SECRET;
 	// no flag, to keep it out of process listings; `openssl rand -base64

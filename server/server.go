@@ -214,6 +214,7 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 	s.replicas = replica.NewManager(replica.Config{
 		NodeID:                   cfg.NodeID,
 		Dir:                      filepath.Join(cfg.DataDir, "tablets"),
+		FS:                       cfg.TabletFS,
 		Log:                      lc,
 		RetentionInterval:        5 * time.Minute,
 		CheckpointInterval:       5 * time.Second,

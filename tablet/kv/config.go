@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"strom/record"
 	"strom/tablet/log"
@@ -18,6 +19,9 @@ type Config struct {
 	// Dir is the directory of the bucket's Pebble database; Open creates it
 	// if missing. Nothing else may write into it. Required.
 	Dir string
+	// FS is the file system of the Pebble database (pebble.Options.FS); nil
+	// means vfs.Default. The node's log tablets use the same one.
+	FS vfs.FS
 	// Log is the bucket's log tablet, already opened (and so recovered): the
 	// KV's write-ahead log, which its changelog batches are appended to.
 	// The caller owns it; Tablet.Close does not close it. Required.

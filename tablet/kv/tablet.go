@@ -10,6 +10,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"strom/record"
 	"strom/tablet/log"
@@ -118,7 +119,18 @@ func Open(cfg Config) (*Tablet, error) {
 	if memTable == 0 {
 		memTable = DefaultMemTableSize
 	}
+	fs := cfg.FS
+	if fs == nil {
+		fs = vfs.Default
+	}
+	// Pebble syncs its own directory, not the entries of the ones it
+	// creates above it.
+	if err := log.CreateDir(fs, cfg.Dir, false); err != nil {
+		builder.Release()
+		return nil, fmt.Errorf("kv: create %s: %w", cfg.Dir, err)
+	}
 	opts := &pebble.Options{
+		FS:           fs,
 		Cache:        cfg.Cache,
 		MemTableSize: memTable,
 		DisableWAL:   cfg.DisableWAL,

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"strom/record"
 )
 
@@ -149,7 +151,7 @@ func BenchmarkAppendFlushEach(b *testing.B) {
 			cfg := benchConfig(b)
 			cfg.FlushMessages = 1
 			var fsyncs atomic.Int64
-			cfg.SyncFile = func(f *os.File) error { fsyncs.Add(1); return f.Sync() }
+			cfg.SyncFile = func(name string, f vfs.File) error { fsyncs.Add(1); return f.Sync() }
 			var mu sync.Mutex
 			flushed := make(chan struct{})
 			cfg.OnFlush = func() {

@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"os"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // Config configures a Tablet. Start from DefaultConfig and set Dir.
@@ -14,6 +15,11 @@ type Config struct {
 	// Dir is the tablet's own directory (one bucket replica); Open creates
 	// it if missing. Nothing else may write into it. Required.
 	Dir string
+	// FS is the file system every file of the tablet lives on; nil means
+	// vfs.Default (the operating system's). Tests pass an in-memory one
+	// that can drop unsynced writes (internal/strictfs). Its files must
+	// support Truncate(size int64) error, as vfs.Default's do.
+	FS vfs.FS
 	// SegmentBytes is the size in bytes at which the active segment is
 	// rolled: an append that would take it past this size goes into a new
 	// segment (Fluss log.segment.file-size, default 1 GiB; 1 byte to
@@ -59,9 +65,9 @@ type Config struct {
 	// tablet's appends or Close.
 	OnFlush func()
 	// SyncFile fsyncs a file of log data (segments and their indexes); nil
-	// means (*os.File).Sync. A seam for tests that delay or fail fsyncs, to
-	// be replaced by a filesystem interface (issue #13).
-	SyncFile func(f *os.File) error
+	// means f.Sync. path names the file. A seam for tests that delay or fail
+	// fsyncs.
+	SyncFile func(path string, f vfs.File) error
 	// NoSync skips every fsync (segment rolls, checkpoints, directory
 	// updates, Flush). The log still survives a killed process intact, but
 	// not a power cut. For tests and benchmarks.
@@ -123,6 +129,13 @@ func (c Config) logger() *slog.Logger {
 		return c.Logger
 	}
 	return slog.New(slog.DiscardHandler)
+}
+
+func (c Config) fs() vfs.FS {
+	if c.FS != nil {
+		return c.FS
+	}
+	return vfs.Default
 }
 
 func (c Config) now() time.Time {

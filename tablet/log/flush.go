@@ -6,6 +6,8 @@ import (
 	"os"
 	"slices"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // Flushing: every fsync of segment data runs here, outside appendMu and mu,
@@ -157,10 +159,10 @@ func (t *Tablet) flushRound(all bool) (bool, error) {
 	if err == nil && len(sealed) > 0 && !t.cfg.NoSync {
 		// The index files' renames, and the creation of the segments
 		// after them, the active one included.
-		err = syncDir(t.dir)
+		err = syncDir(t.fs, t.dir)
 	}
 	if err == nil && withActive {
-		if err = t.syncFile(active.f); err != nil {
+		if err = t.syncFile(active.path(logSuffix), active.f); err != nil {
 			err = fmt.Errorf("flush segment %d: %w", active.base, err)
 		}
 	}
@@ -196,16 +198,16 @@ func (t *Tablet) flushRound(all bool) (bool, error) {
 // syncSealed fsyncs a sealed segment and its index files (written
 // unsynced by the roll).
 func (t *Tablet) syncSealed(s *segment) error {
-	if err := t.syncFile(s.f); err != nil {
+	if err := t.syncFile(s.path(logSuffix), s.f); err != nil {
 		return fmt.Errorf("sync segment %d: %w", s.base, err)
 	}
 	if t.cfg.NoSync {
 		return nil
 	}
 	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
-		f, err := os.Open(s.path(suffix))
+		f, err := t.fs.Open(s.path(suffix))
 		if err == nil {
-			err = t.syncFile(f)
+			err = t.syncFile(s.path(suffix), f)
 			f.Close()
 		}
 		if errors.Is(err, os.ErrNotExist) {
@@ -219,12 +221,12 @@ func (t *Tablet) syncSealed(s *segment) error {
 }
 
 // syncFile fsyncs f through Config.SyncFile, unless Config.NoSync.
-func (t *Tablet) syncFile(f *os.File) error {
+func (t *Tablet) syncFile(path string, f vfs.File) error {
 	switch {
 	case t.cfg.NoSync:
 		return nil
 	case t.cfg.SyncFile != nil:
-		return t.cfg.SyncFile(f)
+		return t.cfg.SyncFile(path, f)
 	}
 	return f.Sync()
 }
@@ -254,11 +256,11 @@ func (t *Tablet) checkpointRecoveryPoint() error {
 	if rp == t.rpWritten {
 		return nil
 	}
-	if err := writeFileAtomic(t.dir, recoveryPointFile, encodeOffset(rp), t.cfg.NoSync); err != nil {
+	if err := writeFileAtomic(t.fs, t.dir, recoveryPointFile, encodeOffset(rp), t.cfg.NoSync); err != nil {
 		return err
 	}
 	if !t.cfg.NoSync {
-		if err := syncDir(t.dir); err != nil {
+		if err := syncDir(t.fs, t.dir); err != nil {
 			return err
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // syncGate is a Config.SyncFile that, once armed, holds every fsync of a
@@ -26,11 +28,11 @@ type syncGate struct {
 func newSyncGate(cfg *Config) *syncGate {
 	g := &syncGate{started: make(chan string, 100), proceed: make(chan struct{})}
 	cfg.NoSync = false
-	cfg.SyncFile = func(f *os.File) error {
-		if !g.armed.Load() || !strings.HasSuffix(f.Name(), logSuffix) {
+	cfg.SyncFile = func(name string, f vfs.File) error {
+		if !g.armed.Load() || !strings.HasSuffix(name, logSuffix) {
 			return nil
 		}
-		g.started <- filepath.Base(f.Name())
+		g.started <- filepath.Base(name)
 		if g.fail {
 			return errors.New("injected fsync failure")
 		}
@@ -160,14 +162,14 @@ func TestRollDoesNotWaitForFsync(t *testing.T) {
 		m.batches = append(m.batches, stored{base: o, last: o + 1, id: s.id, size: s.size, ts: now.UnixMilli(), epoch: 1})
 	}
 	readAll(t, tb, m, 1<<20)
-	if rp, _, err := readOffset(cfg.Dir, recoveryPointFile); err != nil || rp != 0 {
+	if rp, _, err := readOffset(vfs.Default, cfg.Dir, recoveryPointFile); err != nil || rp != 0 {
 		t.Fatalf("recovery point %d (%v) while the first segment's fsync is blocked, want 0", rp, err)
 	}
 	g.release()
 	segs := tb.Segments()
 	active := segs[len(segs)-1].BaseOffset
 	for {
-		rp, _, err := readOffset(cfg.Dir, recoveryPointFile)
+		rp, _, err := readOffset(vfs.Default, cfg.Dir, recoveryPointFile)
 		if err != nil {
 			t.Fatal(err)
 		}

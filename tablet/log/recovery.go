@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"strom/record"
 )
 
@@ -66,18 +68,17 @@ type RecoveryInfo struct {
 func (t *Tablet) load() error {
 	t.appendMu.Lock()
 	defer t.appendMu.Unlock()
-	if err := os.MkdirAll(t.dir, 0o755); err != nil {
+	if err := CreateDir(t.fs, t.dir, t.cfg.NoSync); err != nil {
 		return err
 	}
-	entries, err := os.ReadDir(t.dir)
+	names, err := t.fs.List(t.dir)
 	if err != nil {
 		return err
 	}
 	var bases []int64
 	indexFiles := map[int64]bool{}
 	clean := false
-	for _, e := range entries {
-		name := e.Name()
+	for _, name := range names {
 		if o, ok := parseFileName(name, logSuffix); ok {
 			bases = append(bases, o)
 			continue
@@ -94,7 +95,7 @@ func (t *Tablet) load() error {
 		switch {
 		case strings.HasSuffix(name, tmpSuffix):
 			// A write that did not reach its rename.
-			if err := os.Remove(filepath.Join(t.dir, name)); err != nil {
+			if err := t.fs.Remove(filepath.Join(t.dir, name)); err != nil {
 				return err
 			}
 		case name == cleanFile:
@@ -109,8 +110,8 @@ func (t *Tablet) load() error {
 	// deletion) would be mistaken for a new segment's.
 	for o := range indexFiles {
 		if _, found := slices.BinarySearch(bases, o); !found {
-			os.Remove(filepath.Join(t.dir, fileName(o, indexSuffix)))
-			os.Remove(filepath.Join(t.dir, fileName(o, timeIndexSuffix)))
+			t.fs.Remove(filepath.Join(t.dir, fileName(o, indexSuffix)))
+			t.fs.Remove(filepath.Join(t.dir, fileName(o, timeIndexSuffix)))
 		}
 	}
 
@@ -122,11 +123,11 @@ func (t *Tablet) load() error {
 		t.mu.segments = []*segment{s}
 	} else {
 		for _, b := range bases {
-			f, err := os.OpenFile(filepath.Join(t.dir, fileName(b, logSuffix)), os.O_RDWR, 0)
+			f, err := t.fs.OpenReadWrite(filepath.Join(t.dir, fileName(b, logSuffix)), vfs.WriteCategoryUnspecified)
 			if err != nil {
 				return err
 			}
-			t.mu.segments = append(t.mu.segments, &segment{base: b, dir: t.dir, f: f})
+			t.mu.segments = append(t.mu.segments, &segment{base: b, fs: t.fs, dir: t.dir, f: f})
 		}
 	}
 	// The segments from the one holding the recovery point on may not have
@@ -135,7 +136,7 @@ func (t *Tablet) load() error {
 	// fsynced; damage there is not a torn write.
 	segs := t.mu.segments
 	k := len(segs) - 1
-	rp, ok, err := readOffset(t.dir, recoveryPointFile)
+	rp, ok, err := readOffset(t.fs, t.dir, recoveryPointFile)
 	t.rpWritten = -1
 	switch {
 	case err != nil:
@@ -166,7 +167,7 @@ func (t *Tablet) load() error {
 	// The active segment's index files are rewritten when it is sealed or
 	// closed; stale ones must not survive into a later crash recovery.
 	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
-		if err := os.Remove(last.path(suffix)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := t.fs.Remove(last.path(suffix)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 	}
@@ -185,7 +186,7 @@ func (t *Tablet) load() error {
 		return err
 	}
 	t.recovery.WriterSnapshot = snap
-	hw, ok, err := readOffset(t.dir, hwFile)
+	hw, ok, err := readOffset(t.fs, t.dir, hwFile)
 	if err != nil {
 		t.lg.Warn("high watermark checkpoint unreadable, starting from the log start", "error", err)
 	}
@@ -196,12 +197,12 @@ func (t *Tablet) load() error {
 
 	// From here on a crash is unclean: the marker must be gone for good.
 	if clean {
-		if err := os.Remove(filepath.Join(t.dir, cleanFile)); err != nil {
+		if err := t.fs.Remove(filepath.Join(t.dir, cleanFile)); err != nil {
 			return err
 		}
 	}
 	if !t.cfg.NoSync {
-		if err := syncDir(t.dir); err != nil {
+		if err := syncDir(t.fs, t.dir); err != nil {
 			return err
 		}
 	}
@@ -212,15 +213,15 @@ func (t *Tablet) load() error {
 // of that name) and removes stale index files for it. The caller syncs the
 // directory. appendMu held.
 func (t *Tablet) createSegment(base int64) (*segment, error) {
-	s := &segment{base: base, dir: t.dir}
-	f, err := os.OpenFile(s.path(logSuffix), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	s := &segment{base: base, fs: t.fs, dir: t.dir}
+	f, err := t.fs.Create(s.path(logSuffix), vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return nil, fmt.Errorf("create segment %d: %w", base, err)
 	}
 	s.f = f
 	s.resetEmpty()
 	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
-		if err := os.Remove(s.path(suffix)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := t.fs.Remove(s.path(suffix)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			f.Close()
 			return nil, err
 		}
@@ -277,8 +278,8 @@ func (t *Tablet) loadSealed(s *segment, next int64) error {
 // returns why they cannot be used, or "".
 func (t *Tablet) loadIndexFiles(s *segment, next int64) string {
 	span := next - s.base
-	idx, err1 := readEnds(s.path(indexSuffix), offsetEntrySize)
-	tidx, err2 := readEnds(s.path(timeIndexSuffix), timeEntrySize)
+	idx, err1 := readEnds(t.fs, s.path(indexSuffix), offsetEntrySize)
+	tidx, err2 := readEnds(t.fs, s.path(timeIndexSuffix), timeEntrySize)
 	if errors.Is(err1, os.ErrNotExist) || errors.Is(err2, os.ErrNotExist) {
 		return "missing"
 	}
@@ -323,8 +324,8 @@ type fileEnds struct {
 	ends []byte // the first entry, then the last if there are two or more
 }
 
-func readEnds(path string, entrySize int) (fileEnds, error) {
-	f, err := os.Open(path)
+func readEnds(fs vfs.FS, path string, entrySize int) (fileEnds, error) {
+	f, err := fs.Open(path)
 	if err != nil {
 		return fileEnds{}, err
 	}
@@ -407,13 +408,13 @@ func (t *Tablet) recoverUnsynced(k int) error {
 		break
 	}
 	for _, s := range t.mu.segments[k:] {
-		if err := t.syncFile(s.f); err != nil {
+		if err := t.syncFile(s.path(logSuffix), s.f); err != nil {
 			return fmt.Errorf("sync segment %d: %w", s.base, err)
 		}
 	}
 	if !t.cfg.NoSync {
 		// The rewritten index files, before the recovery point moves.
-		return syncDir(t.dir)
+		return syncDir(t.fs, t.dir)
 	}
 	return nil
 }
@@ -444,8 +445,8 @@ func (t *Tablet) loadActive(s *segment, clean bool) error {
 // It returns why they cannot be used, or "".
 func (t *Tablet) loadActiveClean(s *segment, size int64) (string, error) {
 	s.resetEmpty()
-	idx, err1 := os.ReadFile(s.path(indexSuffix))
-	tidx, err2 := os.ReadFile(s.path(timeIndexSuffix))
+	idx, err1 := readFile(t.fs, s.path(indexSuffix))
+	tidx, err2 := readFile(t.fs, s.path(timeIndexSuffix))
 	if err := errors.Join(err1, err2); err != nil {
 		return err.Error(), nil
 	}
@@ -565,10 +566,10 @@ func (t *Tablet) recoverActive(s *segment, size int64) error {
 	if reason == nil {
 		return nil
 	}
-	if err := s.f.Truncate(pos); err != nil {
+	if err := truncateFile(s.f, pos); err != nil {
 		return fmt.Errorf("cut segment %d at %d: %w", s.base, pos, err)
 	}
-	if err := t.syncFile(s.f); err != nil {
+	if err := t.syncFile(s.path(logSuffix), s.f); err != nil {
 		return fmt.Errorf("sync segment %d: %w", s.base, err)
 	}
 	t.noteCut(s, pos, size-pos, reason.Error())
@@ -627,7 +628,7 @@ func nextStored(r *bufio.Reader, pos, size, want int64, buf *[]byte) (record.Bat
 // unreadable, and trims it to the log's bounds.
 func (t *Tablet) loadEpochs() error {
 	start, end := t.mu.segments[0].base, t.mu.logEnd
-	data, err := os.ReadFile(filepath.Join(t.dir, epochFile))
+	data, err := readFile(t.fs, filepath.Join(t.dir, epochFile))
 	var c epochCache
 	rebuild, persist := false, false
 	switch {
@@ -684,7 +685,7 @@ func (t *Tablet) loadWriterState(end int64) (int64, error) {
 	ws, from, used := newWriterState(), start, int64(-1)
 	for i := len(t.snapshots) - 1; i >= 0; i-- {
 		o := t.snapshots[i]
-		data, err := os.ReadFile(filepath.Join(t.dir, fileName(o, snapshotSuffix)))
+		data, err := readFile(t.fs, filepath.Join(t.dir, fileName(o, snapshotSuffix)))
 		if err == nil {
 			var got *writerState
 			if got, err = decodeWriterSnapshot(data, o); err == nil {

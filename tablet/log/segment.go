@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"strom/record"
 )
 
@@ -46,8 +48,9 @@ func parseFileName(name, suffix string) (int64, bool) {
 // read under either lock. Fields marked "mu" are guarded by Tablet.mu.
 type segment struct {
 	base int64
+	fs   vfs.FS
 	dir  string
-	f    *os.File // the .log file, open read-write for the segment's life
+	f    vfs.File // the .log file, open read-write for the segment's life
 
 	// writer: bytes of whole batches in the file. Bytes past size (a torn
 	// or failed write) are never read and are overwritten by the next
@@ -80,7 +83,7 @@ type segment struct {
 	// idx holds the lazily opened index files of a sealed segment.
 	idx struct {
 		sync.Mutex
-		offsets, times *os.File
+		offsets, times vfs.File
 		closed         bool
 	}
 }
@@ -140,21 +143,21 @@ func (s *segment) finalTimes() []timeEntry {
 }
 
 // indexFiles opens the index files of a sealed segment on first use.
-func (s *segment) indexFiles() (offsets, times *os.File, err error) {
+func (s *segment) indexFiles() (offsets, times vfs.File, err error) {
 	s.idx.Lock()
 	defer s.idx.Unlock()
 	if s.idx.closed {
 		return nil, nil, os.ErrClosed
 	}
 	if s.idx.offsets == nil {
-		f, err := os.Open(s.path(indexSuffix))
+		f, err := s.fs.Open(s.path(indexSuffix))
 		if err != nil {
 			return nil, nil, err
 		}
 		s.idx.offsets = f
 	}
 	if s.idx.times == nil {
-		f, err := os.Open(s.path(timeIndexSuffix))
+		f, err := s.fs.Open(s.path(timeIndexSuffix))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -168,7 +171,7 @@ func (s *segment) indexFiles() (offsets, times *os.File, err error) {
 func (s *segment) closeIndexFiles(final bool) {
 	s.idx.Lock()
 	defer s.idx.Unlock()
-	for _, f := range []*os.File{s.idx.offsets, s.idx.times} {
+	for _, f := range []vfs.File{s.idx.offsets, s.idx.times} {
 		if f != nil {
 			f.Close()
 		}
@@ -188,7 +191,7 @@ func (s *segment) closeFiles() error {
 func (s *segment) removeFiles() error {
 	var errs []error
 	for _, suffix := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
-		if err := os.Remove(s.path(suffix)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := s.fs.Remove(s.path(suffix)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"strom/record"
 )
 
@@ -20,6 +22,7 @@ import (
 // writes. See DESIGN.md for the lock order.
 type Tablet struct {
 	cfg        Config
+	fs         vfs.FS
 	dir        string
 	lg         *slog.Logger
 	interval   int64 // Config.IndexIntervalBytes
@@ -123,6 +126,7 @@ func Open(cfg Config) (*Tablet, error) {
 	}
 	t := &Tablet{
 		cfg:        cfg,
+		fs:         cfg.fs(),
 		dir:        cfg.Dir,
 		lg:         cfg.logger().With("component", "log", "dir", cfg.Dir),
 		interval:   int64(cfg.IndexIntervalBytes),
@@ -172,12 +176,12 @@ func (t *Tablet) Close() error {
 	}
 	if len(errs) == 0 {
 		// The marker says every file above is whole; write it last.
-		if err := writeFileAtomic(t.dir, cleanFile, nil, t.cfg.NoSync); err != nil {
+		if err := writeFileAtomic(t.fs, t.dir, cleanFile, nil, t.cfg.NoSync); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if !t.cfg.NoSync {
-		if err := syncDir(t.dir); err != nil {
+		if err := syncDir(t.fs, t.dir); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -255,11 +259,11 @@ func (t *Tablet) CheckpointHighWatermark() error {
 	if closed {
 		return ErrClosed
 	}
-	if err := writeFileAtomic(t.dir, hwFile, encodeOffset(hw), t.cfg.NoSync); err != nil {
+	if err := writeFileAtomic(t.fs, t.dir, hwFile, encodeOffset(hw), t.cfg.NoSync); err != nil {
 		return err
 	}
 	if !t.cfg.NoSync {
-		return syncDir(t.dir)
+		return syncDir(t.fs, t.dir)
 	}
 	return nil
 }
@@ -346,11 +350,11 @@ func (t *Tablet) installEpochs(c epochCache) error {
 
 // persistEpochs writes c to the checkpoint file. appendMu held.
 func (t *Tablet) persistEpochs(c epochCache) error {
-	if err := writeFileAtomic(t.dir, epochFile, encodeEpochs(c.entries), t.cfg.NoSync); err != nil {
+	if err := writeFileAtomic(t.fs, t.dir, epochFile, encodeEpochs(c.entries), t.cfg.NoSync); err != nil {
 		return err
 	}
 	if !t.cfg.NoSync {
-		return syncDir(t.dir)
+		return syncDir(t.fs, t.dir)
 	}
 	return nil
 }
@@ -398,16 +402,16 @@ func (t *Tablet) writeIndexFiles(s *segment, sync bool) error {
 		tidx = appendTimeEntry(tidx, e)
 	}
 	noSync := t.cfg.NoSync || !sync
-	if err := writeFileAtomic(t.dir, fileName(s.base, indexSuffix), idx, noSync); err != nil {
+	if err := writeFileAtomic(t.fs, t.dir, fileName(s.base, indexSuffix), idx, noSync); err != nil {
 		return err
 	}
-	return writeFileAtomic(t.dir, fileName(s.base, timeIndexSuffix), tidx, noSync)
+	return writeFileAtomic(t.fs, t.dir, fileName(s.base, timeIndexSuffix), tidx, noSync)
 }
 
 // writeSnapshot writes the writer state as of offset (which must be the
 // log end) to "<offset>.writer_snapshot". appendMu held.
 func (t *Tablet) writeSnapshot(offset int64) error {
-	if err := writeFileAtomic(t.dir, fileName(offset, snapshotSuffix), t.writers.encode(offset), t.cfg.NoSync); err != nil {
+	if err := writeFileAtomic(t.fs, t.dir, fileName(offset, snapshotSuffix), t.writers.encode(offset), t.cfg.NoSync); err != nil {
 		return err
 	}
 	if i, found := slices.BinarySearch(t.snapshots, offset); !found {
@@ -426,7 +430,7 @@ func (t *Tablet) removeSnapshots(drop func(offset int64) bool) error {
 			kept = append(kept, o)
 			continue
 		}
-		if err := os.Remove(filepath.Join(t.dir, fileName(o, snapshotSuffix))); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := t.fs.Remove(filepath.Join(t.dir, fileName(o, snapshotSuffix))); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}

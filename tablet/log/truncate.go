@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"strom/record"
 )
 
@@ -75,7 +77,7 @@ func (t *Tablet) TruncateTo(offset int64) error {
 	}
 
 	// The segment's state as an active segment holding [0, cutPos).
-	st := &segment{base: s.base, dir: s.dir, f: s.f}
+	st := &segment{base: s.base, fs: s.fs, dir: s.dir, f: s.f}
 	st.resetEmpty()
 	if _, _, err := s.walk(0, cutPos, s.base, func(p int64, h record.Batch) error {
 		st.addBatch(p, h, t.interval)
@@ -113,7 +115,7 @@ func (t *Tablet) TruncateTo(offset int64) error {
 		}
 	}
 	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
-		if err := os.Remove(s.path(suffix)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := t.fs.Remove(s.path(suffix)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
@@ -121,13 +123,13 @@ func (t *Tablet) TruncateTo(offset int64) error {
 	if !t.cfg.NoSync {
 		// The deletions must be durable before the cut: otherwise a power
 		// cut could bring back later segments after a shortened one.
-		if err := syncDir(t.dir); err != nil {
+		if err := syncDir(t.fs, t.dir); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if err := s.f.Truncate(cutPos); err != nil {
+	if err := truncateFile(s.f, cutPos); err != nil {
 		errs = append(errs, fmt.Errorf("truncate segment %d at %d: %w", s.base, cutPos, err))
-	} else if err := t.syncFile(s.f); err != nil {
+	} else if err := t.syncFile(s.path(logSuffix), s.f); err != nil {
 		errs = append(errs, fmt.Errorf("sync segment %d: %w", s.base, err))
 	}
 	for _, r := range idle {
@@ -173,11 +175,11 @@ func (t *Tablet) truncateFullyLocked(offset int64) error {
 	// have the same base.
 	final := filepath.Join(t.dir, fileName(offset, logSuffix))
 	tmp := final + tmpSuffix
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := t.fs.Create(tmp, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return fmt.Errorf("truncate fully: %w", err)
 	}
-	ns := &segment{base: offset, dir: t.dir, f: f}
+	ns := &segment{base: offset, fs: t.fs, dir: t.dir, f: f}
 	ns.resetEmpty()
 
 	old := t.mu.segments
@@ -197,15 +199,15 @@ func (t *Tablet) truncateFullyLocked(offset int64) error {
 		}
 	}
 	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
-		if err := os.Remove(ns.path(suffix)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := t.fs.Remove(ns.path(suffix)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
-	if err := os.Rename(tmp, final); err != nil {
+	if err := t.fs.Rename(tmp, final); err != nil {
 		errs = append(errs, err)
 	}
 	if !t.cfg.NoSync {
-		if err := syncDir(t.dir); err != nil {
+		if err := syncDir(t.fs, t.dir); err != nil {
 			errs = append(errs, err)
 		}
 	}

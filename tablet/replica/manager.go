@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"strom/raftmeta"
 	"strom/raftmeta/catalog"
@@ -28,7 +29,11 @@ type Config struct {
 	NodeID int32
 	// Dir holds the replicas, one directory per bucket: <Dir>/<tableId>/<bucket>.
 	Dir string
-	// Log is the template for every replica's log tablet (Dir is filled in).
+	// FS is the file system of Dir, every replica's log and KV tablet
+	// included (their Log.FS and FS are set to it); nil means vfs.Default.
+	FS vfs.FS
+	// Log is the template for every replica's log tablet (Dir and FS are
+	// filled in).
 	Log log.Config
 	// RetentionInterval is how often expired segments are deleted
 	// (log.retention.check-interval).
@@ -229,7 +234,8 @@ func (m *Manager) Reconcile() error {
 // removeStray deletes replica directories of tables that no longer exist
 // (dropped while this node was down).
 func (m *Manager) removeStray(want map[TableBucket]catalog.LeaderAndISR) error {
-	tables, err := os.ReadDir(m.cfg.Dir)
+	fs := m.fs()
+	tables, err := fs.List(m.cfg.Dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -238,17 +244,20 @@ func (m *Manager) removeStray(want map[TableBucket]catalog.LeaderAndISR) error {
 	}
 	var errs []error
 	for _, td := range tables {
-		id, err := strconv.ParseInt(td.Name(), 10, 64)
-		if err != nil || !td.IsDir() {
+		id, err := strconv.ParseInt(td, 10, 64)
+		if err != nil {
 			continue
 		}
-		buckets, err := os.ReadDir(filepath.Join(m.cfg.Dir, td.Name()))
+		if st, err := fs.Stat(filepath.Join(m.cfg.Dir, td)); err != nil || !st.IsDir() {
+			continue
+		}
+		buckets, err := fs.List(filepath.Join(m.cfg.Dir, td))
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		for _, bd := range buckets {
-			b, err := strconv.ParseInt(bd.Name(), 10, 32)
+			b, err := strconv.ParseInt(bd, 10, 32)
 			if err != nil {
 				continue
 			}
@@ -265,13 +274,20 @@ func (m *Manager) removeStray(want map[TableBucket]catalog.LeaderAndISR) error {
 // remove deletes a replica's directory, and its table's directory once it
 // holds no other replica.
 func (m *Manager) remove(tb TableBucket) error {
-	if err := os.RemoveAll(m.dir(tb)); err != nil {
+	if err := m.fs().RemoveAll(m.dir(tb)); err != nil {
 		return err
 	}
-	if err := os.Remove(filepath.Dir(m.dir(tb))); err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) {
+	if err := m.fs().Remove(filepath.Dir(m.dir(tb))); err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) {
 		return err
 	}
 	return nil
+}
+
+func (m *Manager) fs() vfs.FS {
+	if m.cfg.FS != nil {
+		return m.cfg.FS
+	}
+	return vfs.Default
 }
 
 func (m *Manager) dir(tb TableBucket) string {
@@ -288,7 +304,7 @@ func (m *Manager) open(tb TableBucket, t catalog.Table) (*Replica, error) {
 		return r, nil
 	}
 	lc := m.cfg.Log
-	lc.Dir = filepath.Join(m.dir(tb), "log")
+	lc.Dir, lc.FS = filepath.Join(m.dir(tb), "log"), m.fs()
 	lc.Logger = m.lg.With("bucket", tb.String())
 	// The log flushes only after appends, which come once r is published.
 	lc.OnFlush = func() { r.logFlushed() }
@@ -300,7 +316,7 @@ func (m *Manager) open(tb TableBucket, t catalog.Table) (*Replica, error) {
 	if len(t.Schema.PrimaryKey) > 0 {
 		aggs, delims := kv.AggregationsOf(t.Descriptor())
 		kt, err = kv.Open(kv.Config{
-			Dir: filepath.Join(m.dir(tb), "kv"), Log: lt, Table: t.Descriptor(), SchemaID: int16(t.SchemaID),
+			Dir: filepath.Join(m.dir(tb), "kv"), FS: m.fs(), Log: lt, Table: t.Descriptor(), SchemaID: int16(t.SchemaID),
 			Aggregations: aggs, ListaggDelimiters: delims,
 			Cache: m.cfg.KVCache, Logger: lc.Logger,
 		})

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"strom/internal/metatest"
 	"strom/raftmeta"
 	"strom/raftmeta/catalog"
@@ -184,8 +186,8 @@ func TestAcksAllWaitsForTheFsync(t *testing.T) {
 	m := startManager(t, meta, t.TempDir(), func(c *Config) {
 		c.Log.FlushMessages = 1
 		c.Log.NoSync = false
-		c.Log.SyncFile = func(f *os.File) error { // holds the fsyncs of segments, once armed
-			if armed.Load() && strings.HasSuffix(f.Name(), ".log") {
+		c.Log.SyncFile = func(name string, f vfs.File) error { // holds the fsyncs of segments, once armed
+			if armed.Load() && strings.HasSuffix(name, ".log") {
 				started <- struct{}{}
 				<-proceed
 			}
