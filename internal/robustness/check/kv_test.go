@@ -140,31 +140,49 @@ func simulateLinearizable(rng *rand.Rand, clients, n int, newOp func(client int)
 // writes among them.
 func TestKVRandomValidHistories(t *testing.T) {
 	for seed := range uint64(30) {
-		rng := rand.New(rand.NewPCG(seed, 2))
-		state := map[string]string{}
-		next := 0
-		ops := simulateLinearizable(rng, 4, 400, func(int) history.Op {
-			op := history.Op{Table: "db.t", Key: fmt.Sprint("k", rng.IntN(3)), Kind: []history.Kind{history.KVPut, history.KVDelete, history.KVGet, history.KVGet}[rng.IntN(4)]}
-			op.Outcome = []history.Outcome{history.OK, history.OK, history.OK, history.Fail, history.Unknown}[rng.IntN(5)]
-			if op.Kind == history.KVPut {
-				op.Value = fmt.Sprint(next)
-				next++
-			}
-			return op
-		}, func(op *history.Op) {
-			applied := op.Outcome == history.OK || (op.Outcome == history.Unknown && rng.IntN(2) == 0)
-			switch {
-			case op.Kind == history.KVGet:
-				op.Value, op.Found = state[op.Key]
-			case !applied:
-			case op.Kind == history.KVPut:
-				state[op.Key] = op.Value
-			default:
-				delete(state, op.Key)
-			}
-		})
+		ops := randomKV(rand.New(rand.NewPCG(seed, 2)), 4, 400, 3)
 		if r := CheckKV(&history.History{Ops: ops}, Options{}); !r.OK {
 			t.Fatalf("seed %d: %+v", seed, r)
 		}
 	}
+}
+
+// randomKV is a history of n operations by clients on keys of a
+// linearizable map, a fifth of them failed and a fifth unknown.
+func randomKV(rng *rand.Rand, clients, n, keys int) []history.Op {
+	state := map[string]string{}
+	next := 0
+	return simulateLinearizable(rng, clients, n, func(int) history.Op {
+		op := history.Op{Table: "db.t", Key: fmt.Sprint("k", rng.IntN(keys)), Kind: []history.Kind{history.KVPut, history.KVDelete, history.KVGet, history.KVGet}[rng.IntN(4)]}
+		op.Outcome = []history.Outcome{history.OK, history.OK, history.OK, history.Fail, history.Unknown}[rng.IntN(5)]
+		if op.Kind == history.KVPut {
+			op.Value = fmt.Sprint(next)
+			next++
+		}
+		return op
+	}, func(op *history.Op) {
+		applied := op.Outcome == history.OK || (op.Outcome == history.Unknown && rng.IntN(2) == 0)
+		switch {
+		case op.Kind == history.KVGet:
+			op.Value, op.Found = state[op.Key]
+		case !applied:
+		case op.Kind == history.KVPut:
+			state[op.Key] = op.Value
+		default:
+			delete(state, op.Key)
+		}
+	})
+}
+
+// BenchmarkCheckKV checks a million operations by 8 clients on 100 keys
+// (10,000 a key).
+func BenchmarkCheckKV(b *testing.B) {
+	h := &history.History{Ops: randomKV(rand.New(rand.NewPCG(1, 2)), 8, 1_000_000, 100)}
+	b.ResetTimer()
+	for b.Loop() {
+		if r := CheckKV(h, Options{}); !r.OK {
+			b.Fatalf("%+v", r)
+		}
+	}
+	b.ReportMetric(float64(len(h.Ops)), "ops")
 }

@@ -18,6 +18,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"strom/internal/robustness/history"
 )
 
 // Anomaly is one violation a checker found.
@@ -56,6 +58,9 @@ const (
 	// AnomalyFold: a primary-key bucket's contents differ from the fold of
 	// its changelog.
 	AnomalyFold = "fold_mismatch"
+	// AnomalyChangelog: a changelog row contradicts the rows before it
+	// (+I of a present key, a -U or -D image that is not the key's row).
+	AnomalyChangelog = "changelog_inconsistent"
 	// AnomalyMalformed: the history breaks a recording rule
 	// (history/DESIGN.md), so a property cannot be checked.
 	AnomalyMalformed = "malformed_history"
@@ -111,6 +116,14 @@ func (v Verdict) OK() bool {
 		}
 	}
 	return true
+}
+
+// CheckHistory runs every checker of a history on h: CheckQueue, CheckKV
+// and CheckMetadata, in that order (a checker with no operations of its
+// kinds passes with Ops 0). CheckFold needs the buckets' contents and
+// changelogs, read from the nodes; its results are the caller's to add.
+func CheckHistory(h *history.History, opts Options) []Result {
+	return []Result{CheckQueue(h, opts), CheckKV(h, opts), CheckMetadata(h, opts)}
 }
 
 // VerdictFile is the name of the verdict in a run directory.
