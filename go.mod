@@ -181,3 +181,5 @@ require (
 )
 
 replace github.com/hashicorp/go-metrics => github.com/hashicorp/go-metrics v0.5.4
+
+replace github.com/hashicorp/raft => ./third_party/raft

@@ -44,9 +44,11 @@ type Config struct {
 	// LeaderLeaseTimeout is how long a leader stays leader without contact
 	// from a quorum (default 500ms, at least 5ms, at most HeartbeatTimeout).
 	LeaderLeaseTimeout time.Duration
-	// CommitTimeout is the longest a leader waits before sending an
-	// AppendEntries with no new entries, which tells followers the commit
-	// index (default 50ms, at least 1ms).
+	// CommitTimeout is the longest a leader's replication to a follower
+	// stays idle before it sends an AppendEntries with no new entries
+	// (default 50ms, at least 1ms). The leader also sends one as soon as
+	// its commit index advances (the patch in third_party/README.md), so
+	// followers apply a commit about half a round trip after the leader.
 	CommitTimeout time.Duration
 	// SnapshotThreshold is the number of log entries since the last
 	// snapshot that triggers a new one (default 8192, at least 1).

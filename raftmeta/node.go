@@ -796,8 +796,8 @@ func (n *Node) LastZxid() int64 { return n.fsm.lastZxid.Load() }
 // leader for a barrier and waits until this FSM has applied it (ZooKeeper's
 // sync). Without forwarding it waits until the FSM has applied everything
 // up to the commit index the follower knows; that index trails the
-// leader's by up to one heartbeat (CommitTimeout), so a write committed in
-// that window may not be visible yet.
+// leader's by about half a round trip, so a write committed in that window
+// may not be visible yet.
 func (n *Node) Sync(ctx context.Context) error {
 	if n.forwarding() {
 		err := n.forwardSync(ctx)

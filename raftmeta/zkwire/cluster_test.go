@@ -22,7 +22,9 @@ type shimCluster struct {
 	servers []*Server
 }
 
-func newShimCluster(t *testing.T, size int) *shimCluster {
+// newShimCluster starts size nodes; node 0 bootstraps and leads first.
+// Each option edits every node's Config before it opens.
+func newShimCluster(t *testing.T, size int, opts ...func(*raftmeta.Config)) *shimCluster {
 	t.Helper()
 	fwd := make(map[string]string)
 	var lns []net.Listener
@@ -49,6 +51,9 @@ func newShimCluster(t *testing.T, size int) *shimCluster {
 		cfg.SessionCheckInterval = 20 * time.Millisecond
 		cfg.ForwardAddr = func(id string) string { return fwd[id] }
 		cfg.ForwardSecret = []byte("zkwire-cluster-test-secret-32-bytes")
+		for _, o := range opts {
+			o(&cfg)
+		}
 		n, err := raftmeta.Open(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -76,6 +81,21 @@ func newShimCluster(t *testing.T, size int) *shimCluster {
 		c.servers = append(c.servers, startServer(t, n, testConfig(t)))
 	}
 	return c
+}
+
+// leaderAndFollower returns the index of the leader and of a follower.
+func (c *shimCluster) leaderAndFollower(t *testing.T) (leader, follower int) {
+	t.Helper()
+	leader = -1
+	for i, n := range c.nodes {
+		if n.IsLeader() {
+			leader = i
+		}
+	}
+	if leader < 0 {
+		t.Fatal("no leader")
+	}
+	return leader, (leader + 1) % len(c.nodes)
 }
 
 func (c *shimCluster) addrs() []string {
@@ -170,4 +190,51 @@ func TestSessionMovesBetweenNodes(t *testing.T) {
 	if ok, _, _ := writer.Exists("/moving"); ok {
 		t.Fatal("closed session's ephemeral still exists")
 	}
+}
+
+// A write acknowledged by the leader reaches a follower's replica without
+// waiting for the next write or for raft's CommitTimeout (here far longer
+// than the test's deadlines): the leader propagates the commit index at
+// once. ZooKeeper's followers apply a commit within about a round trip, and
+// Fluss relies on it: its coordinator creates a table's znode and then
+// tells a tablet server, which reads the znode through another ZooKeeper
+// server. The reads made at once, before polling, are counted and logged:
+// they show how far behind the follower is right after the reply.
+func TestFollowerAppliesCommitAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3-node cluster over TCP; run without -short")
+	}
+	c := newShimCluster(t, 3, func(cfg *raftmeta.Config) { cfg.CommitTimeout = 10 * time.Minute })
+	leader, follower := c.leaderAndFollower(t)
+	lc, _ := connect(t, []string{c.servers[leader].Addr().String()}, 5*time.Second, nil)
+	if _, err := lc.Create("/probe", []byte("x"), 0, openACL); err != nil {
+		t.Fatal(err)
+	}
+	zxid := c.nodes[leader].LastZxid()
+	waitFor(t, 10*time.Second, "the follower to apply a write committed on the leader", func() bool {
+		return c.nodes[follower].LastZxid() >= zxid
+	})
+	fc, _ := connect(t, []string{c.servers[follower].Addr().String()}, 5*time.Second, nil)
+	const writes = 100
+	misses := 0
+	var lag time.Duration
+	for i := range writes {
+		path := fmt.Sprintf("/probe/%d", i)
+		if _, err := lc.Create(path, []byte("x"), 0, openACL); err != nil {
+			t.Fatal(err)
+		}
+		replied := time.Now()
+		if ok, _, err := fc.Exists(path); err != nil {
+			t.Fatal(err)
+		} else if !ok {
+			misses++
+		}
+		waitFor(t, 10*time.Second, "the follower to see "+path, func() bool {
+			ok, _, err := fc.Exists(path)
+			return err == nil && ok
+		})
+		lag += time.Since(replied)
+	}
+	t.Logf("reads through the follower right after the leader's reply that missed the write: %d of %d; mean time until it was seen %s",
+		misses, writes, lag/writes)
 }
