@@ -111,8 +111,10 @@ func (in *injector) run(ctx context.Context, st Step) error {
 	case Restart:
 		id := in.resolve(ctx, st)
 		f.Nodes = in.names(id)
+		in.lg.Info("fault starting", "kind", st.Kind, "nodes", f.Nodes, "detail", f.Detail)
 		err = in.restart(ctx, id)
 	case RollingRestart:
+		in.lg.Info("fault starting", "kind", st.Kind)
 		var errs []error
 		for _, n := range in.c.nodes {
 			f.Nodes = append(f.Nodes, n.Name)
@@ -122,7 +124,9 @@ func (in *injector) run(ctx context.Context, st Step) error {
 	default:
 		return fmt.Errorf("robustness: unknown fault kind %q", st.Kind)
 	}
-	in.lg.Info("fault started", "kind", st.Kind, "nodes", f.Nodes, "detail", f.Detail)
+	if end != nil {
+		in.lg.Info("fault started", "kind", st.Kind, "nodes", f.Nodes, "detail", f.Detail)
+	}
 	if err == nil && end != nil {
 		select {
 		case <-time.After(st.Hold):

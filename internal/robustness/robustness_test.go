@@ -9,8 +9,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"strom/internal/robustness/check"
+	"strom/internal/robustness/history"
 )
 
 // The flags of a run, given by scripts/robustness.sh after -args.
@@ -139,5 +143,36 @@ func TestSplit(t *testing.T) {
 				t.Fatalf("%d nodes, pick %d: minority %v, majority %v", n, pick, minority, majority)
 			}
 		}
+	}
+}
+
+// TestVerdictOfALostAppend: a history whose acknowledged append is missing
+// from the final reads fails the run's verdict, which names the seed, the
+// command reproducing it and the operation.
+func TestVerdictOfALostAppend(t *testing.T) {
+	h := &history.History{Ops: []history.Op{
+		{Client: 1, Kind: history.LogAppend, Table: "robustness.events", Value: "c1.0", Offset: 0, Invoke: 1, Return: 2, Outcome: history.OK},
+		{Client: 1, Kind: history.LogAppend, Table: "robustness.events", Value: "c1.1", Offset: 1, Invoke: 3, Return: 4, Outcome: history.OK},
+		{Client: 2, Kind: history.LogRead, Table: "robustness.events", Final: true, HighWatermark: 1,
+			Records: []history.Record{{Offset: 0, Value: "c1.0"}}, Invoke: 5, Return: 6, Outcome: history.OK},
+	}}
+	o := Options{Seed: 42, Kinds: []Kind{Kill}, Duration: time.Minute, Nodes: 3}
+	v := &Verdict{Seed: o.Seed, Kinds: o.Kinds, Duration: o.Duration, Nodes: o.Nodes, Reproduce: o.Command()}
+	v.judge(h, checkHistory(h, "", check.Result{Checker: "fold", OK: true}))
+	if v.OK {
+		t.Fatalf("a lost append passed:\n%s", v)
+	}
+	out := v.String()
+	for _, want := range []string{"FAIL: seed 42", "lost", `"value":"c1.1"`, "scripts/robustness.sh --seed 42 --minutes 1 --faults kill --nodes 3"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the verdict does not say %q:\n%s", want, out)
+		}
+	}
+	// The same history with the append read back passes.
+	h.Ops[2].Records = append(h.Ops[2].Records, history.Record{Offset: 1, Value: "c1.1"})
+	h.Ops[2].HighWatermark = 2
+	v = &Verdict{}
+	if v.judge(h, checkHistory(h, "", check.Result{Checker: "fold", OK: true})); !v.OK {
+		t.Fatalf("a complete history failed:\n%s", v)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"strom/internal/robustness/check"
 	"strom/internal/robustness/history"
 )
 
@@ -82,10 +83,11 @@ type Verdict struct {
 	// Problems are what went wrong in the run itself: a node that did not
 	// come back, a clean stop that hung, final reads that could not finish.
 	Problems []string `json:"problems,omitempty"`
-	// Anomalies are what the checkers found in the history.
-	Anomalies []string `json:"anomalies,omitempty"`
-	// Checks lists the checks run on the history and their findings.
-	Checks []string `json:"checks"`
+	// Results are the checkers' results.
+	Results []check.Result `json:"results"`
+	// Excerpts[i][j] are the history lines of the first operations of
+	// anomaly j of Results[i], for the first few anomalies of each.
+	Excerpts [][]string `json:"excerpts,omitempty"`
 }
 
 func (v *Verdict) String() string {
@@ -96,14 +98,28 @@ func (v *Verdict) String() string {
 	}
 	fmt.Fprintf(&b, "%s: seed %d, %v of faults %v on %d nodes: %d operations (%d unknown, %d failed), %d faults\n",
 		status, v.Seed, v.Duration, v.Kinds, v.Nodes, v.Ops, v.Unknown, v.Failed, v.Faults)
-	for _, c := range v.Checks {
-		fmt.Fprintf(&b, "  check %s\n", c)
-	}
 	for _, p := range v.Problems {
 		fmt.Fprintf(&b, "  problem: %s\n", p)
 	}
-	for _, a := range v.Anomalies {
-		fmt.Fprintf(&b, "  anomaly: %s\n", a)
+	for i, r := range v.Results {
+		switch {
+		case r.OK:
+			fmt.Fprintf(&b, "  %s: ok, %d operations\n", r.Checker, r.Ops)
+		case r.Error != "":
+			fmt.Fprintf(&b, "  %s: undecided: %s\n", r.Checker, r.Error)
+		default:
+			fmt.Fprintf(&b, "  %s: %d anomalies in %d operations\n", r.Checker, r.Total, r.Ops)
+		}
+		for j, a := range r.Anomalies {
+			if j == excerpted {
+				fmt.Fprintf(&b, "    ... %d more in verdict.json\n", r.Total-j)
+				break
+			}
+			fmt.Fprintf(&b, "    %s: %s\n", a.Kind, a.Detail)
+			if i < len(v.Excerpts) && j < len(v.Excerpts[i]) {
+				b.WriteString(v.Excerpts[i][j])
+			}
+		}
 	}
 	fmt.Fprintf(&b, "  run directory: %s\n", v.Dir)
 	if !v.OK {
@@ -111,6 +127,10 @@ func (v *Verdict) String() string {
 	}
 	return b.String()
 }
+
+// excerpted is how many anomalies of each checker the verdict shows with
+// their operations.
+const excerpted = 5
 
 // Run runs a cluster of real processes under the workloads and the
 // schedule of opts, heals every fault, lets the cluster settle, reads
@@ -199,24 +219,38 @@ func Run(ctx context.Context, opts Options) (*Verdict, error) {
 		lg.Warn("closing a workload client", "err", err)
 	}
 	problem(w.finalReads(healCtx))
+	problem(w.finalGets(healCtx))
+	fold := w.foldCheck(healCtx)
 	problem(rec.err())
 	problem(hw.Close())
-	v.Ops = rec.clients.Load() // replaced below by the count read back
 	v.Unknown, v.Failed = rec.unknown.Load(), rec.failed.Load()
 
 	h, err := history.ReadFile(filepath.Join(opts.Dir, "history.jsonl"))
 	if err != nil {
 		problem(err)
 	} else {
-		v.Ops = int64(len(h.Ops))
-		v.Checks, v.Anomalies = checkHistory(h)
+		v.judge(h, checkHistory(h, opts.Dir, fold))
 	}
-	v.OK = len(v.Problems) == 0 && len(v.Anomalies) == 0
 	b, _ := json.MarshalIndent(v, "", "  ")
 	if err := os.WriteFile(filepath.Join(opts.Dir, "verdict.json"), b, 0o644); err != nil {
 		return v, err
 	}
 	return v, os.WriteFile(filepath.Join(opts.Dir, "verdict.txt"), []byte(v.String()), 0o644)
+}
+
+// judge takes the checkers' results on h, with excerpts of h for the
+// first anomalies, and decides the verdict: OK when the run had no
+// problem and every checker passed.
+func (v *Verdict) judge(h *history.History, results []check.Result) {
+	v.Ops = int64(len(h.Ops))
+	v.Results = results
+	v.Excerpts = make([][]string, len(results))
+	for i, r := range results {
+		for _, a := range r.Anomalies[:min(len(r.Anomalies), excerpted)] {
+			v.Excerpts[i] = append(v.Excerpts[i], excerpt(h, a, 10))
+		}
+	}
+	v.OK = len(v.Problems) == 0 && len(results) > 0 && (check.Verdict{Results: results}).OK()
 }
 
 // sleepUntil waits until the run's clock reads at; false if ctx ended

@@ -303,7 +303,7 @@ func (w *workloads) kvClient(ctx context.Context, t *client.Table, seed int64) e
 		defer w.wg.Done()
 		defer lk.Close()
 		for seq := 0; !w.stopped(); seq++ {
-			key := fmt.Sprintf("k%d.%d", w.epoch(), rng.IntN(hotKeys))
+			key := hotKey(w.epoch(), rng.IntN(hotKeys))
 			op := history.Op{Client: id, Table: database + "." + kvTable, Key: key, Invoke: w.rec.clock.Now()}
 			octx, cancel := context.WithTimeout(ctx, opTimeout)
 			var err error
@@ -319,10 +319,7 @@ func (w *workloads) kvClient(ctx context.Context, t *client.Table, seed int64) e
 				op.Kind, outcome = history.KVGet, history.Fail
 				var row record.Row
 				if row, err = lk.Get(octx, record.Row{key}); err == nil && row != nil {
-					op.Found = true
-					if v, ok := row[1].(string); ok {
-						op.Value = v
-					}
+					op.Found, op.Value = true, valueOf(row)
 				}
 			}
 			cancel()
@@ -388,6 +385,15 @@ func (w *workloads) metaClient(ctx context.Context, seed int64) {
 			}
 		}
 	}()
+}
+
+// hotKey is the primary-key workload's key i of an epoch.
+func hotKey(epoch int64, i int) string { return fmt.Sprintf("k%d.%d", epoch, i) }
+
+// valueOf is the value column of a row of the primary-key table.
+func valueOf(row record.Row) string {
+	v, _ := row[1].(string)
+	return v
 }
 
 // epoch numbers the current set of hot keys and table names.
