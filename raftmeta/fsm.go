@@ -99,12 +99,17 @@ type fsm struct {
 	mu struct {
 		sync.RWMutex
 		t *tree
+		// ended holds a channel per session someone waits on
+		// (sessionEnded), closed and dropped when the session leaves the
+		// tree.
+		ended map[int64]chan struct{}
 	}
 }
 
 func newFSM(lg *slog.Logger, wm *watchManager) *fsm {
 	f := &fsm{lg: lg, watches: wm}
 	f.mu.t = newTree()
+	f.mu.ended = make(map[int64]chan struct{})
 	return f
 }
 
@@ -148,6 +153,9 @@ func (f *fsm) applyCommand(zxid int64, c *command) applyResult {
 	if res.err != nil {
 		x.rollback()
 	}
+	if res.err == nil && (c.Type == CmdCloseSession || c.Type == CmdExpireSession) {
+		f.endSessionLocked(c.Session)
+	}
 	f.setLastZxidLocked(zxid)
 	// Fire under the lock so that no reader can observe the new state and
 	// register a watch before these events are queued (queuing never blocks).
@@ -184,6 +192,11 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	f.mu.t = t
 	f.lastZxid.Store(t.lastZxid)
+	for id := range f.mu.ended {
+		if _, ok := t.sessions[id]; !ok {
+			f.endSessionLocked(id)
+		}
+	}
 	f.mu.Unlock()
 	f.lg.Info("restored snapshot", "last_zxid", t.lastZxid, "nodes", len(t.nodes), "sessions", len(t.sessions))
 	return nil
@@ -327,6 +340,30 @@ func (f *fsm) reapable(nowMs int64) []string {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.mu.t.reapable(nowMs)
+}
+
+// sessionEnded returns a channel closed once session id is not in the
+// tree (at once if it is not there now).
+func (f *fsm) sessionEnded(id int64) <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ch, ok := f.mu.ended[id]
+	if !ok {
+		ch = make(chan struct{})
+		if _, live := f.mu.t.sessions[id]; !live {
+			close(ch)
+			return ch
+		}
+		f.mu.ended[id] = ch
+	}
+	return ch
+}
+
+func (f *fsm) endSessionLocked(id int64) {
+	if ch, ok := f.mu.ended[id]; ok {
+		close(ch)
+		delete(f.mu.ended, id)
+	}
 }
 
 func (f *fsm) session(id int64) (Session, bool) {

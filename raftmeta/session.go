@@ -179,6 +179,12 @@ func (n *Node) reapNodes(ctx context.Context) {
 	}
 }
 
+// SessionEnded returns a channel that is closed once this replica no
+// longer holds session id: when it applies the session's close or expiry
+// (or restores a snapshot without it), or at once if it does not hold it
+// now.
+func (n *Node) SessionEnded(id int64) <-chan struct{} { return n.fsm.sessionEnded(id) }
+
 // Session returns session id as this replica's FSM holds it (with its
 // password), or false when it does not exist here.
 func (n *Node) Session(id int64) (Session, bool) { return n.fsm.session(id) }

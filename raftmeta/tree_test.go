@@ -3,6 +3,7 @@ package raftmeta
 import (
 	"bytes"
 	"errors"
+	"io"
 	"math"
 	"reflect"
 	"slices"
@@ -730,5 +731,45 @@ func TestWatchQueueIsUnbounded(t *testing.T) {
 		if ev := nextEvent(t, w); ev.Type != NodeCreated || ev.Zxid != int64(i+1) {
 			t.Fatalf("event %d = %+v", i, ev)
 		}
+	}
+}
+
+// SessionEnded's channel closes when the session's close or expiry is
+// applied, or a snapshot without it restored; at once for one not held.
+func TestSessionEnded(t *testing.T) {
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	for _, cmd := range []CommandType{CmdCloseSession, CmdExpireSession} {
+		h := newHarness(t)
+		s1, s2 := h.newSession(time.Minute), h.newSession(time.Minute)
+		ch1 := h.f.sessionEnded(s1)
+		if closed(ch1) || closed(h.f.sessionEnded(s2)) {
+			t.Fatalf("%s: a live session's channel is closed", cmd)
+		}
+		if !closed(h.f.sessionEnded(99)) {
+			t.Fatalf("%s: an unknown session's channel is open", cmd)
+		}
+		if r := h.apply(&command{Type: cmd, Session: s1}); r.err != nil {
+			t.Fatal(r.err)
+		}
+		if !closed(ch1) || closed(h.f.sessionEnded(s2)) {
+			t.Fatalf("%s: after it is applied: ended s1 %v, s2 %v; want true, false", cmd, closed(ch1), closed(h.f.sessionEnded(s2)))
+		}
+	}
+	h := newHarness(t)
+	snap := h.f.snapshotBytes() // no sessions
+	s := h.newSession(time.Minute)
+	ch := h.f.sessionEnded(s)
+	if err := h.f.Restore(io.NopCloser(bytes.NewReader(snap))); err != nil {
+		t.Fatal(err)
+	}
+	if !closed(ch) {
+		t.Fatal("a session the restored snapshot lacks: channel still open")
 	}
 }

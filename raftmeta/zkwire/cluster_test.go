@@ -2,9 +2,12 @@ package zkwire
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -78,7 +81,9 @@ func newShimCluster(t *testing.T, size int, opts ...func(*raftmeta.Config)) *shi
 		if err := n.WaitLeader(ctx); err != nil {
 			t.Fatal(err)
 		}
-		c.servers = append(c.servers, startServer(t, n, testConfig(t)))
+		scfg := testConfig(t)
+		scfg.MaxSessionTimeout = 2 * time.Minute
+		c.servers = append(c.servers, startServer(t, n, scfg))
 	}
 	return c
 }
@@ -237,4 +242,28 @@ func TestFollowerAppliesCommitAtOnce(t *testing.T) {
 	}
 	t.Logf("reads through the follower right after the leader's reply that missed the write: %d of %d; mean time until it was seen %s",
 		misses, writes, lag/writes)
+}
+
+// A session closed through another node has its connection here closed at
+// once, as ZooKeeper closes the local connection of a session whose
+// closeSession it applies; not at a periodic check (which a third of this
+// session's timeout, 20 s, would have taken).
+func TestSessionClosedElsewhereClosesItsConnection(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3-node cluster over TCP; run without -short")
+	}
+	c := newShimCluster(t, 3)
+	a := dialRaw(t, c.servers[1].Addr().String(), 60000)
+	sess, ok := c.nodes[1].Session(a.sid)
+	if !ok {
+		t.Fatal("session not on its node")
+	}
+	b := dialSession(t, c.servers[2].Addr().String(), a.sid, sess.Password, 60000)
+	if code, _, _ := b.call(opCloseSession, nil); code != codeOK {
+		t.Fatalf("closeSession through node 2: %d", code)
+	}
+	_ = a.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(a.c, make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("node 1 kept the closed session's connection open (read: %v)", err)
+	}
 }

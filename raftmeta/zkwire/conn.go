@@ -206,7 +206,7 @@ const maxPipelined = 256
 
 // loop runs the session: a reader goroutine decodes packets; this goroutine
 // executes them in order and queues their replies for the writer; it also
-// watches for session expiry. Closing: the writer drains and flushes the
+// ends when the session does. Closing: the writer drains and flushes the
 // queued replies (closeSession's included), then the connection closes.
 func (c *conn) loop() {
 	reqs := make(chan packet)
@@ -229,8 +229,10 @@ func (c *conn) loop() {
 		_ = c.nc.Close()
 		<-readerDone
 	}()
-	check := time.NewTicker(max(c.timeout/3, 10*time.Millisecond))
-	defer check.Stop()
+	// Closed or expired on any node (this one's own closeSession ends the
+	// loop through handle first), as ZooKeeper closes a session's
+	// connection when it applies its closeSession.
+	ended := c.s.node.SessionEnded(c.sid)
 	for {
 		var err error
 		select {
@@ -243,11 +245,9 @@ func (c *conn) loop() {
 				return
 			}
 			err = c.handle(&p.req)
-		case <-check.C:
-			if _, ok := c.s.node.Session(c.sid); !ok {
-				c.lg.Info("session expired; closing connection")
-				return
-			}
+		case <-ended:
+			c.lg.Info("session closed or expired; closing connection")
+			return
 		case <-c.s.ctx.Done():
 			return
 		}

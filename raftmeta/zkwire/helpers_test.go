@@ -170,6 +170,31 @@ func dialRaw(t testing.TB, addr string, timeoutMs int32) *rawClient {
 	return rc
 }
 
+// dialSession connects to addr with an existing session's id and password
+// and fails the test unless the server accepts it.
+func dialSession(t testing.TB, addr string, sid int64, password []byte, timeoutMs int32) *rawClient {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	rc := &rawClient{t: t, c: c, sid: sid}
+	e := &encoder{b: make([]byte, 4)}
+	e.i32(0)
+	e.i64(0)
+	e.i32(timeoutMs)
+	e.i64(sid)
+	e.buffer(password)
+	rc.writeFrame(e.b)
+	d := &decoder{b: rc.readFrame()}
+	d.i32("proto")
+	if to, got := d.i32("timeout"), d.i64("sid"); to == 0 || got != sid {
+		t.Fatalf("reconnect with session %x refused: timeout %d sid %x", sid, to, got)
+	}
+	return rc
+}
+
 // connectPacket is a connect request for a new session.
 func connectPacket(timeoutMs int32) []byte {
 	e := &encoder{b: make([]byte, 4)}

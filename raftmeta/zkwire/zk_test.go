@@ -683,24 +683,7 @@ func TestReconnectTakesSessionOver(t *testing.T) {
 	node, s := newShim(t)
 	old := dialRaw(t, s.Addr().String(), 5000)
 	sess, _ := node.Session(old.sid)
-	c, err := net.Dial("tcp", s.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	again := &rawClient{t: t, c: c}
-	e := &encoder{b: make([]byte, 4)}
-	e.i32(0)
-	e.i64(0)
-	e.i32(5000)
-	e.i64(old.sid)
-	e.buffer(sess.Password)
-	again.writeFrame(e.b)
-	d := &decoder{b: again.readFrame()}
-	d.i32("proto")
-	if to, sid := d.i32("timeout"), d.i64("sid"); to == 0 || sid != old.sid {
-		t.Fatalf("reconnect refused: timeout %d sid %x", to, sid)
-	}
+	again := dialSession(t, s.Addr().String(), old.sid, sess.Password, 5000)
 	if _, err := old.tryReadFrame(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("the old connection is still open (read: %v)", err)
 	}
