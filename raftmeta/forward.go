@@ -20,8 +20,9 @@ import (
 //	    leader's own): op, multi, createSession, closeSession
 //	  2 touch:   count u32 | session i64 *
 //	  3 sync:    —  (the leader commits a barrier)
+//	  4 read:    —  (the leader answers its last applied zxid)
 //	reply   := status u8 | body
-//	  0 ok: propose → applyResult | zxid i64; touch → —; sync → zxid i64
+//	  0 ok: propose → applyResult | zxid i64; touch → —; sync, read → zxid i64
 //	    (zxid: the leader's last applied, which the follower waits for)
 //	  1 not leader, nothing proposed (the follower retries)
 //	  2 failed: message str (the outcome of a write is unknown)
@@ -44,6 +45,7 @@ const (
 	fwdPropose uint8 = 1
 	fwdTouch   uint8 = 2
 	fwdSync    uint8 = 3
+	fwdRead    uint8 = 4
 
 	fwdOK        uint8 = 0
 	fwdNotLeader uint8 = 1
@@ -284,6 +286,16 @@ func (n *Node) serveForward(ctx context.Context, from string, body []byte) ([]by
 		}
 		e.u8(fwdOK)
 		e.i64(n.fsm.lastZxid.Load())
+	case fwdRead:
+		if len(body) != 1 {
+			return nil, fmt.Errorf("%w: read request with a body", ErrCorrupt)
+		}
+		if !n.IsLeader() {
+			e.u8(fwdNotLeader)
+			return e.b, nil
+		}
+		e.u8(fwdOK)
+		e.i64(n.fsm.lastZxid.Load())
 	default:
 		return nil, fmt.Errorf("%w: forward kind %d", ErrCorrupt, body[0])
 	}
@@ -398,12 +410,18 @@ func (n *Node) forwardPropose(ctx context.Context, c *command) (applyResult, err
 // forwardSync asks the leader for a barrier and waits until this replica
 // has applied up to it.
 func (n *Node) forwardSync(ctx context.Context) error {
-	d, err := n.forwardCall(ctx, []byte{fwdSync})
+	return n.forwardWait(ctx, fwdSync)
+}
+
+// forwardWait sends a sync or read request (no body; the reply is the
+// leader's zxid) and waits until this replica has applied that zxid.
+func (n *Node) forwardWait(ctx context.Context, kind uint8) error {
+	d, err := n.forwardCall(ctx, []byte{kind})
 	if err != nil {
 		return err
 	}
-	zxid := d.i64("sync zxid")
-	d.end("sync reply")
+	zxid := d.i64("zxid")
+	d.end("sync or read reply")
 	if d.err != nil {
 		return fmt.Errorf("raftmeta: forward reply: %w", d.err)
 	}

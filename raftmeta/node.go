@@ -836,6 +836,25 @@ func (n *Node) Sync(ctx context.Context) error {
 	return wait(func() bool { return n.fsm.lastZxid.Load() >= last })
 }
 
+// ReadBarrier returns once local reads see every write the leader had
+// applied when it was called, so every write acknowledged before then, on
+// any node: a follower with forwarding asks the leader for its last
+// applied zxid (one round trip, nothing proposed) and waits until its own
+// FSM has applied it. On the leader, and without forwarding, it returns at
+// once. Unlike Sync it commits nothing; unlike ZooKeeper's local reads it
+// makes a follower read after an acknowledged write see it. On an error
+// (no leader reachable before ctx ends) local reads may still be stale.
+func (n *Node) ReadBarrier(ctx context.Context) error {
+	if !n.forwarding() || n.IsLeader() {
+		return nil
+	}
+	err := n.forwardWait(ctx, fwdRead)
+	if errors.Is(err, errLocalLeader) {
+		return nil
+	}
+	return err
+}
+
 // lastCommandAtOrBelow returns the index of the last command entry at or
 // below idx that the FSM may not have applied yet, or 0.
 func (n *Node) lastCommandAtOrBelow(idx uint64) int64 {

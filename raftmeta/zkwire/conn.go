@@ -407,6 +407,19 @@ func eager(body func(e *encoder)) func(e *encoder) {
 // barrier waits until every pipelined write of this connection is applied.
 func (c *conn) barrier() { c.pending.Wait() }
 
+// readBarrier makes a read on a follower see every write acknowledged
+// before it on any node (raftmeta.Node.ReadBarrier: one round trip to the
+// leader). ZooKeeper reads a follower's replica as it is; Fluss reads on
+// one server what it was just told another wrote. Without a reachable
+// leader the read is served from this replica as it is.
+func (c *conn) readBarrier() {
+	ctx, cancel := c.writeCtx()
+	defer cancel()
+	if err := c.s.node.ReadBarrier(ctx); err != nil {
+		c.lg.Debug("read barrier failed; reading this replica as it is", "err", err)
+	}
+}
+
 // replyErr answers with err's code, or returns err (closing the
 // connection) when it has none.
 func (c *conn) replyErr(xid int32, err error) error {
@@ -467,6 +480,10 @@ func (c *conn) handle(r *request) error {
 	// Everything else reads or depends on this connection's earlier
 	// writes: wait for them (a client reads its own writes).
 	c.barrier()
+	switch r.op {
+	case opMultiRead, opExists, opGetData, opGetChildren, opGetChildren2, opGetAllChildrenNumber, opGetEphemerals, opGetACL:
+		c.readBarrier()
+	}
 	switch r.op {
 	case opMultiRead:
 		c.reply(r.xid, codeOK, eager(func(e *encoder) { c.multiRead(e, r) }))
