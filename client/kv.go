@@ -426,14 +426,11 @@ func (l *Lookuper) PrefixLookup(ctx context.Context, prefix record.Row) ([]recor
 	}
 	resp, err := callLeader(ctx, l.t, b, viaTablet(tabletAPI.PrefixLookup), &stromv1.PrefixLookupRequest{
 		Database: l.t.info.Database, Table: l.t.info.Table, Buckets: []*stromv1.LookupBucket{{Bucket: b, Keys: [][]byte{key}}},
-	})
+	}, func(r *stromv1.PrefixLookupResponse) *stromv1.ErrorDetail { return onlyBucketError(r.Buckets) })
 	if err != nil {
 		return nil, err
 	}
 	if len(resp.Buckets) != 1 || len(resp.Buckets[0].Values) != 1 {
-		if len(resp.Buckets) == 1 && resp.Buckets[0].Error != nil {
-			return nil, detailError(resp.Buckets[0].Error)
-		}
 		return nil, fmt.Errorf("client: prefix lookup answered %d buckets for 1", len(resp.Buckets))
 	}
 	var out []record.Row
@@ -476,7 +473,7 @@ func (t *Table) Scan(ctx context.Context, bucket int32, limit int) ([]record.Row
 			resp, err = callLeader(ctx, t, bucket, func(m *node) rpcFunc[stromv1.ScanKvRequest, stromv1.ScanKvResponse] {
 				n = m
 				return m.tablet.ScanKv
-			}, req)
+			}, req, nil)
 		} else {
 			// Only the first page is retried: a later one whose answer was
 			// lost is gone from the scanner, and asking again would skip it.

@@ -110,13 +110,31 @@ func callSeed[Req, Resp any](ctx context.Context, c *Client, m method[Req, Resp]
 
 // callLeader sends req with m to the leader of bucket, and retries as
 // callSeed does, routing each try by what the last one taught (reroute).
-func callLeader[Req, Resp any](ctx context.Context, t *Table, bucket int32, m method[Req, Resp], req *Req) (*Resp, error) {
+// bucketErr, when not nil, returns the error of the bucket's result in an
+// answer (nil if none): such an error counts as the call's, retried and
+// rerouted the same way (the node may not host the bucket yet, or no
+// longer lead it).
+func callLeader[Req, Resp any](ctx context.Context, t *Table, bucket int32, m method[Req, Resp], req *Req, bucketErr func(*Resp) *stromv1.ErrorDetail) (*Resp, error) {
 	return retry(ctx, time.Now().Add(t.c.retryTimeout), t.c.onRetry, func(ctx context.Context) (*Resp, error) {
 		r, n := t.leader(bucket)
 		resp, err := callOnce(ctx, n, m(n), req)
+		if err == nil && bucketErr != nil {
+			if d := bucketErr(resp); d != nil {
+				resp, err = nil, detailError(d)
+			}
+		}
 		t.reroute(ctx, r, bucket, err)
 		return resp, err
 	})
+}
+
+// onlyBucketError is the error of the one bucket's result in results (nil
+// if it has none, or results are not one): callLeader's bucketErr.
+func onlyBucketError[R interface{ GetError() *stromv1.ErrorDetail }](results []R) *stromv1.ErrorDetail {
+	if len(results) != 1 {
+		return nil
+	}
+	return results[0].GetError()
 }
 
 // route is what a Table sends by: each bucket's leader. It is never

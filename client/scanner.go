@@ -147,15 +147,12 @@ func (s *LogScanner) Subscribe(ctx context.Context, bucket int32, start StartOff
 	if start.spec != stromv1.OffsetSpec_OFFSET_SPEC_UNSPECIFIED {
 		resp, err := callLeader(ctx, s.t, bucket, viaTablet(tabletAPI.ListOffsets), &stromv1.ListOffsetsRequest{
 			Database: s.t.info.Database, Table: s.t.info.Table, Buckets: []int32{bucket}, Spec: start.spec, TimestampMs: start.at.UnixMilli(),
-		})
+		}, func(r *stromv1.ListOffsetsResponse) *stromv1.ErrorDetail { return onlyBucketError(r.Buckets) })
 		if err != nil {
 			return err
 		}
 		if len(resp.Buckets) != 1 {
 			return fmt.Errorf("client: list offsets answered %d buckets for 1", len(resp.Buckets))
-		}
-		if e := resp.Buckets[0].Error; e != nil {
-			return detailError(e)
 		}
 		off = resp.Buckets[0].Offset
 	}
