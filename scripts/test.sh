@@ -3,8 +3,9 @@
 # up to date, buf lint, then every test with the race detector, short fuzzing,
 # the Curator differential suite, and real Fluss servers on the ZooKeeper shim.
 # Go tools are pinned in go.mod and run with `go tool`; ZooKeeper (Debian's
-# package), the Curator jars and Fluss's jars (Maven) are installed by the
-# scripts it calls; the Curator and Fluss steps need a JDK and mvn.
+# package), versitygw (an S3-compatible server, from its Go module), the
+# Curator jars and Fluss's jars (Maven) are installed by the scripts it
+# calls; the Curator and Fluss steps need a JDK and mvn.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,6 +38,13 @@ export STROM_ZK_ADDR
 STROM_ZK_ADDR=$(scripts/zookeeper.sh start)
 trap 'rm -rf "$tmp"; scripts/zookeeper.sh stop >/dev/null 2>&1 || true' EXIT
 echo "ZooKeeper at $STROM_ZK_ADDR"
+
+step "a private S3-compatible server (versitygw) for remote/'s conformance suite"
+# Installs versitygw with go install into a cache once (about 90 s); the S3
+# tests of remote/ run against it (STROM_S3_*), and fail without it under CI=true.
+eval "$(scripts/versitygw.sh start)"
+trap 'rm -rf "$tmp"; scripts/zookeeper.sh stop >/dev/null 2>&1 || true; scripts/versitygw.sh stop >/dev/null 2>&1 || true' EXIT
+echo "versitygw at $STROM_S3_ENDPOINT"
 
 step "go test -race"
 # -count=1: the e2e tests build the binary in a subprocess, which the test cache cannot see.

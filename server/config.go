@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/url"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,6 +19,7 @@ import (
 	"strom/raftmeta"
 	"strom/raftmeta/membership"
 	"strom/record"
+	"strom/remote"
 )
 
 // Config is one node's configuration. Keys use Fluss's names where Fluss
@@ -200,6 +203,34 @@ type Config struct {
 	// LogLevel is debug, info, warn or error (log.level, --log-level).
 	LogLevel string
 
+	// Remote storage (Fluss's keys). Validated, not yet used: log tiering
+	// and KV snapshots (issue 14) will keep their data there.
+
+	// RemoteDataDir is where cold data goes (remote.data.dir, Fluss's
+	// key): file:///path or file://./relative/path for a directory,
+	// s3://bucket/prefix for S3 or an S3-compatible server. Empty: the
+	// directory remote under data.dir.
+	RemoteDataDir string
+	// S3Endpoint is the S3 service's URL, http(s)://host[:port]
+	// (s3.endpoint; empty: AWS's endpoint for s3.region).
+	S3Endpoint string
+	// S3Region is the region requests are signed for (s3.region; empty:
+	// the AWS SDK's chain, AWS_REGION or the shared config, else
+	// us-east-1).
+	S3Region string
+	// S3AccessKey and S3SecretKey are static credentials (s3.access-key,
+	// s3.secret-key; no flags, to keep them out of process listings).
+	// Empty: the AWS SDK's default chain (AWS_ACCESS_KEY_ID and
+	// AWS_SECRET_ACCESS_KEY, the shared credentials file, web identity,
+	// the instance role).
+	S3AccessKey, S3SecretKey string
+	// S3PathStyleAccess addresses buckets as endpoint/bucket rather than
+	// bucket.endpoint (s3.path.style.access, Hadoop S3A's
+	// fs.s3a.path.style.access, which Fluss's s3.* keys map to; default
+	// true, unlike S3A: every S3-compatible server takes it, and AWS still
+	// does).
+	S3PathStyleAccess bool
+
 	// Limits: what one client or request may take of the node. Each refusal
 	// names its key (server/DESIGN.md, "Limits").
 
@@ -317,6 +348,8 @@ func DefaultConfig() Config {
 		ZooKeeperMaxPacket:      0xfffff,
 		ZooKeeperMaxClientCnxns: 60,
 		ZooKeeperMaxCnxns:       1024,
+
+		S3PathStyleAccess: true,
 	}
 }
 
@@ -510,6 +543,20 @@ func Keys() []Key {
 			func(c *Config) *string { return &c.LogFormat }),
 		stringKey("log.level", "log-level", "log level: debug, info, warn or error",
 			func(c *Config) *string { return &c.LogLevel }),
+
+		// Remote storage.
+		stringKey("remote.data.dir", "", "where cold data goes: file:///path, file://./relative/path or s3://bucket/prefix (empty: the directory remote under data.dir)",
+			func(c *Config) *string { return &c.RemoteDataDir }),
+		stringKey("s3.endpoint", "", "S3 service URL, http(s)://host[:port] (empty: AWS's endpoint for s3.region)",
+			func(c *Config) *string { return &c.S3Endpoint }),
+		stringKey("s3.region", "", "S3 region requests are signed for (empty: AWS_REGION or the shared config, else us-east-1)",
+			func(c *Config) *string { return &c.S3Region }),
+		stringKey("s3.access-key", "", "S3 access key id (empty, with s3.secret-key: the AWS SDK's default credential chain)",
+			func(c *Config) *string { return &c.S3AccessKey }),
+		stringKey("s3.secret-key", "", "S3 secret access key",
+			func(c *Config) *string { return &c.S3SecretKey }),
+		boolKey("s3.path.style.access", "", "address buckets as endpoint/bucket, not bucket.endpoint (true or false)",
+			func(c *Config) *bool { return &c.S3PathStyleAccess }),
 
 		// Limits.
 		intKey("max.connections", "", "most API connections open at once",
@@ -753,6 +800,22 @@ func (c Config) Validate() error {
 		bad("log.level", "want debug, info, warn or error, got %q", c.LogLevel)
 	}
 
+	// Remote storage.
+	if c.DataDir != "" {
+		var ue *remote.URLError
+		if _, err := remote.ParseURL(c.RemoteURL()); errors.As(err, &ue) {
+			bad("remote.data.dir", "%q: %s", ue.URL, ue.Reason)
+		}
+	}
+	if c.S3Endpoint != "" {
+		if u, err := url.Parse(c.S3Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Trim(u.Path, "/") != "" {
+			bad("s3.endpoint", "want http://host[:port] or https://host[:port], got %q", c.S3Endpoint)
+		}
+	}
+	if (c.S3AccessKey == "") != (c.S3SecretKey == "") {
+		bad("s3.access-key", "and s3.secret-key must be set together (or neither, for the AWS SDK's default credential chain)")
+	}
+
 	// Limits.
 	const below2GiB = 1<<31 - 1
 	for _, l := range []struct {
@@ -789,6 +852,28 @@ func (c Config) Validate() error {
 		}
 	}
 	return errors.Join(problems...)
+}
+
+// RemoteURL is remote.data.dir, or when it is empty the directory remote
+// under data.dir as a file URL.
+func (c Config) RemoteURL() string {
+	if c.RemoteDataDir != "" {
+		return c.RemoteDataDir
+	}
+	dir := filepath.ToSlash(filepath.Join(c.DataDir, "remote"))
+	if !filepath.IsAbs(dir) && !strings.HasPrefix(dir, "../") {
+		dir = "./" + dir // file://./x: a relative path
+	}
+	return "file://" + dir
+}
+
+// RemoteOptions are the s3.* keys as the remote store's options.
+func (c Config) RemoteOptions() remote.Options {
+	return remote.Options{S3: remote.S3Options{
+		Endpoint: c.S3Endpoint, Region: c.S3Region,
+		AccessKey: c.S3AccessKey, SecretKey: c.S3SecretKey,
+		VirtualHost: !c.S3PathStyleAccess,
+	}}
 }
 
 // clustering reports whether the node is configured to be one of several:

@@ -1,0 +1,307 @@
+package remote_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"strom/remote"
+	"strom/remote/storetest"
+)
+
+// The S3 tests run against a real S3-compatible server: versitygw, from
+// scripts/versitygw.sh (eval "$(scripts/versitygw.sh start)"), which sets
+// these variables. Without them the tests are skipped loudly, except under
+// CI=true, where they fail.
+const (
+	envEndpoint  = "STROM_S3_ENDPOINT"
+	envAccessKey = "STROM_S3_ACCESS_KEY"
+	envSecretKey = "STROM_S3_SECRET_KEY"
+	envBinary    = "STROM_VERSITYGW"
+)
+
+func requireEnv(t testing.TB, names ...string) []string {
+	t.Helper()
+	vals := make([]string, len(names))
+	for i, n := range names {
+		vals[i] = os.Getenv(n)
+		if vals[i] != "" {
+			continue
+		}
+		msg := n + " is not set: the tests against a real S3-compatible server did not run " +
+			`(eval "$(scripts/versitygw.sh start)")`
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		fmt.Fprintf(os.Stderr, "\n!!!!!!!!!!\n!!!! %s: SKIPPED. %s\n!!!!!!!!!!\n\n", t.Name(), msg)
+		t.Skip(msg)
+	}
+	return vals
+}
+
+// s3Server is an S3 endpoint and its root credentials.
+type s3Server struct{ endpoint, access, secret string }
+
+func (s s3Server) options(partSize int64) remote.Options {
+	return remote.Options{PartSize: partSize, S3: remote.S3Options{
+		Endpoint: s.endpoint, AccessKey: s.access, SecretKey: s.secret}}
+}
+
+// envServer is the server scripts/versitygw.sh started.
+func envServer(t testing.TB) s3Server {
+	v := requireEnv(t, envEndpoint, envAccessKey, envSecretKey)
+	return s3Server{v[0], v[1], v[2]}
+}
+
+// newBucket creates a bucket of a random name for t and empties and
+// removes it after t.
+func newBucket(t testing.TB, client *s3.Client) string {
+	t.Helper()
+	b := make([]byte, 6)
+	rand.Read(b)
+	bucket := "strom-test-" + hex.EncodeToString(b)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: &bucket}); err != nil {
+		t.Fatalf("create bucket %s: %v", bucket, err)
+	}
+	t.Cleanup(func() { removeBucket(t, client, bucket) })
+	return bucket
+}
+
+func removeBucket(t testing.TB, client *s3.Client, bucket string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ups, err := client.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: &bucket})
+	if err == nil {
+		for _, u := range ups.Uploads {
+			client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &bucket, Key: u.Key, UploadId: u.UploadId})
+		}
+	}
+	pages := s3.NewListObjectsV2Paginator(client, &s3.ListObjectsV2Input{Bucket: &bucket})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			t.Logf("empty bucket %s: %v", bucket, err)
+			return
+		}
+		for _, o := range page.Contents {
+			client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &bucket, Key: o.Key})
+		}
+	}
+	if _, err := client.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: &bucket}); err != nil {
+		t.Logf("delete bucket %s: %v", bucket, err)
+	}
+}
+
+// pendingUploads counts the multipart uploads in progress under prefix.
+func pendingUploads(t testing.TB, client *s3.Client, bucket, prefix string) int {
+	t.Helper()
+	out, err := client.ListMultipartUploads(context.Background(), &s3.ListMultipartUploadsInput{
+		Bucket: &bucket, Prefix: aws.String(prefix)})
+	if err != nil {
+		t.Fatalf("list multipart uploads: %v", err)
+	}
+	return len(out.Uploads)
+}
+
+func TestS3StoreConformance(t *testing.T) {
+	srv := envServer(t)
+	const partSize = 5 << 20 // S3's smallest
+	opts := srv.options(partSize)
+	opts.MultipartThreshold = partSize // files too go up in parts above one
+	client, err := remote.NewS3Client(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket := newBucket(t, client)
+	var mu sync.Mutex
+	prefixes := map[remote.Store]string{}
+	n := 0
+	storetest.Run(t, storetest.Harness{
+		New: func(t *testing.T) remote.Store {
+			mu.Lock()
+			n++
+			prefix := fmt.Sprintf("store-%d", n)
+			mu.Unlock()
+			s, err := remote.Open(t.Context(), "s3://"+bucket+"/"+prefix, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.(*remote.S3Store).SetListPageSize(10)
+			mu.Lock()
+			prefixes[s] = prefix + "/"
+			mu.Unlock()
+			return s
+		},
+		PartSize: partSize,
+		PageSize: 10,
+		Pending: func(t *testing.T, s remote.Store) int {
+			mu.Lock()
+			prefix := prefixes[s]
+			mu.Unlock()
+			return pendingUploads(t, client, bucket, prefix)
+		},
+	})
+}
+
+// versitygw is a versitygw process of the test's own, which it can stop
+// and start again on the same port and directory.
+type versitygw struct {
+	t    *testing.T
+	bin  string
+	dir  string
+	addr string
+	s3Server
+	cmd *exec.Cmd
+}
+
+func startVersitygw(t *testing.T) *versitygw {
+	bin := requireEnv(t, envBinary)[0]
+	// The port is picked once, and the process that takes it is started
+	// at once; the test restarts it on the same port.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	key := make([]byte, 20)
+	rand.Read(key)
+	g := &versitygw{t: t, bin: bin, dir: t.TempDir(), addr: addr,
+		s3Server: s3Server{"http://" + addr, hex.EncodeToString(key[:10]), hex.EncodeToString(key[10:])}}
+	g.start()
+	t.Cleanup(g.stop)
+	return g
+}
+
+func (g *versitygw) start() {
+	g.t.Helper()
+	g.cmd = exec.Command(g.bin, "--port", g.addr, "--quiet", "--access", g.access, "--secret", g.secret, "posix", g.dir)
+	g.cmd.Stdout, g.cmd.Stderr = os.Stderr, os.Stderr
+	if err := g.cmd.Start(); err != nil {
+		g.t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		c, err := net.DialTimeout("tcp", g.addr, time.Second)
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			g.t.Fatalf("versitygw did not listen on %s: %v", g.addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (g *versitygw) stop() {
+	if g.cmd == nil {
+		return
+	}
+	g.cmd.Process.Signal(syscall.SIGKILL)
+	g.cmd.Wait()
+	g.cmd = nil
+}
+
+// blockingReader yields first, then blocks until release is closed, then
+// yields rest.
+type blockingReader struct {
+	first, rest []byte
+	blocked     chan struct{} // closed when the reader has blocked
+	release     chan struct{}
+}
+
+func (r *blockingReader) Read(p []byte) (int, error) {
+	if len(r.first) > 0 {
+		n := copy(p, r.first)
+		r.first = r.first[n:]
+		return n, nil
+	}
+	if r.blocked != nil {
+		close(r.blocked)
+		r.blocked = nil
+		<-r.release
+	}
+	if len(r.rest) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.rest)
+	r.rest = r.rest[n:]
+	return n, nil
+}
+
+// The S3 server is killed in the middle of a multipart put: the put fails
+// with ErrUnavailable once its bounded tries are spent (it does not hang),
+// and once the server is back, puts succeed.
+func TestS3StoreServerStopped(t *testing.T) {
+	g := startVersitygw(t)
+	const partSize = 5 << 20
+	const attempts = 3
+	opts := g.options(partSize)
+	opts.MaxAttempts, opts.MaxBackoff = attempts, 50*time.Millisecond
+	client, err := remote.NewS3Client(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket := "strom-fault"
+	if _, err := client.CreateBucket(t.Context(), &s3.CreateBucketInput{Bucket: &bucket}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := remote.Open(t.Context(), "s3://"+bucket, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	data := storetest.Bytes(7, 2*partSize+100)
+	blocked, release := make(chan struct{}), make(chan struct{})
+	r := &blockingReader{first: data[:partSize+1], rest: data[partSize+1:], blocked: blocked, release: release}
+	go func() {
+		<-blocked // the first part is read (and being sent); the server goes
+		g.stop()
+		close(release)
+	}()
+	err = s.Put(ctx, "big", r)
+	if !errors.Is(err, remote.ErrUnavailable) {
+		t.Fatalf("put with the server stopped: got %v, want ErrUnavailable", err)
+	}
+	var tries *retry.MaxAttemptsError
+	if !errors.As(err, &tries) || tries.Attempt != attempts {
+		t.Errorf("put with the server stopped: got %v, want %d tries spent", err, attempts)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("put returned only when its context ended: %v", err)
+	}
+
+	g.start()
+	if err := s.Put(ctx, "big", bytes.NewReader(data)); err != nil {
+		t.Fatalf("put after the server came back: %v", err)
+	}
+	rc, err := s.Get(ctx, "big", remote.Range{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if got, err := io.ReadAll(rc); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back %d bytes, %v; want %d", len(got), err, len(data))
+	}
+}
