@@ -226,7 +226,7 @@ func TestReplicatedAcksAll(t *testing.T) {
 	waitInSync(ctx, t, c, bucket0(tbl), leader)
 
 	seen := map[int64]bool{}
-	for _, id := range readIDs(ctx, t, ct) {
+	for _, id := range readIDs(ctx, t, ct, 0) {
 		seen[id] = true
 	}
 	if len(seen) != rows {
@@ -234,15 +234,15 @@ func TestReplicatedAcksAll(t *testing.T) {
 	}
 }
 
-// readIDs reads bucket 0 of a table (columns id, v) through a consumer,
+// readIDs reads a bucket of a table (columns id, v) through a consumer,
 // from the start to its latest offset, and returns the ids in order.
-func readIDs(ctx context.Context, t *testing.T, ct *client.Table) []int64 {
+func readIDs(ctx context.Context, t *testing.T, ct *client.Table, bucket int32) []int64 {
 	t.Helper()
 	sc, err := ct.NewLogScanner(client.MaxWait(100 * time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sc.Subscribe(ctx, 0, client.Earliest()); err != nil {
+	if err := sc.Subscribe(ctx, bucket, client.Earliest()); err != nil {
 		t.Fatal(err)
 	}
 	end, err := ct.Offsets(ctx, stromv1.OffsetSpec_OFFSET_SPEC_LATEST, time.Time{})
@@ -250,7 +250,7 @@ func readIDs(ctx context.Context, t *testing.T, ct *client.Table) []int64 {
 		t.Fatal(err)
 	}
 	var ids []int64
-	for sc.Position()[0] < end[0] {
+	for sc.Position()[bucket] < end[bucket] {
 		f, err := sc.Poll(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -363,7 +363,7 @@ func TestOldLeaderTruncatesItsDivergentTail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := readIDs(ctx, t, ct)
+	ids := readIDs(ctx, t, ct, 0)
 	for _, id := range ids {
 		if id >= 1000 {
 			t.Errorf("row %d of the old leader's divergent tail survived", id)
