@@ -9,8 +9,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -305,3 +310,110 @@ func TestS3StoreServerStopped(t *testing.T) {
 		t.Fatalf("read back %d bytes, %v; want %d", len(got), err, len(data))
 	}
 }
+
+// faultProxy is an HTTP proxy in front of a real S3 server that answers
+// the next fail requests itself with status and an S3 error code, and
+// counts the requests it sees.
+type faultProxy struct {
+	mu       sync.Mutex
+	fail     int
+	status   int
+	code     string
+	requests int
+}
+
+func (p *faultProxy) inject(n, status int, code string) {
+	p.mu.Lock()
+	p.fail, p.status, p.code, p.requests = n, status, code, 0
+	p.mu.Unlock()
+}
+
+func (p *faultProxy) seen() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.requests
+}
+
+func startFaultProxy(t *testing.T, target string) (*faultProxy, string) {
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(u) // keeps the Host header the client signed
+	p := &faultProxy{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.mu.Lock()
+		p.requests++
+		failing := p.fail > 0
+		if failing {
+			p.fail--
+		}
+		status, code := p.status, p.code
+		p.mu.Unlock()
+		if !failing {
+			rp.ServeHTTP(w, r)
+			return
+		}
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(status)
+		fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>%s</Code><Message>injected</Message></Error>`, code)
+	}))
+	t.Cleanup(srv.Close)
+	return p, srv.URL
+}
+
+// Throttling (503 SlowDown) and server errors are retried, up to
+// MaxAttempts tries in all; other errors are not. What still fails after
+// the tries wraps ErrUnavailable.
+func TestS3StoreRetries(t *testing.T) {
+	srv := envServer(t)
+	proxy, endpoint := startFaultProxy(t, srv.endpoint)
+	const attempts = 4
+	opts := srv.options(5 << 20)
+	opts.S3.Endpoint = endpoint
+	opts.MaxAttempts, opts.MaxBackoff = attempts, 20*time.Millisecond
+	client, err := remote.NewS3Client(t.Context(), srv.options(5<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket := newBucket(t, client)
+	s, err := remote.Open(t.Context(), "s3://"+bucket, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, tc := range []struct {
+		name     string
+		fail     int
+		status   int
+		code     string
+		requests int   // what the put sends
+		err      error // nil: the put succeeds
+	}{
+		{"throttled then served", attempts - 1, http.StatusServiceUnavailable, "SlowDown", attempts, nil},
+		{"internal error then served", 2, http.StatusInternalServerError, "InternalError", 3, nil},
+		{"throttled throughout", 100, http.StatusServiceUnavailable, "SlowDown", attempts, remote.ErrUnavailable},
+		{"bad gateway throughout", 100, http.StatusBadGateway, "BadGateway", attempts, remote.ErrUnavailable},
+		{"access denied", 1, http.StatusForbidden, "AccessDenied", 1, errAny},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			proxy.inject(tc.fail, tc.status, tc.code)
+			err := s.Put(t.Context(), "k", strings.NewReader(tc.name))
+			switch {
+			case tc.err == nil && err != nil:
+				t.Fatalf("put: %v", err)
+			case tc.err == errAny && (err == nil || errors.Is(err, remote.ErrUnavailable)):
+				t.Fatalf("put: got %v, want an error that is not ErrUnavailable", err)
+			case tc.err != nil && tc.err != errAny && !errors.Is(err, tc.err):
+				t.Fatalf("put: got %v, want %v", err, tc.err)
+			}
+			if n := proxy.seen(); n != tc.requests {
+				t.Errorf("the put sent %d requests, want %d", n, tc.requests)
+			}
+		})
+	}
+}
+
+// errAny in a test case is any error.
+var errAny = errors.New("any error")
