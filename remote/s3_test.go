@@ -320,6 +320,25 @@ type faultProxy struct {
 	status   int
 	code     string
 	requests int
+	sent     int64 // body bytes of the requests answered by the server
+}
+
+func (p *faultProxy) sentBytes() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sent
+}
+
+// countingReader counts what is read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.n += int64(n)
+	return n, err
 }
 
 func (p *faultProxy) inject(n, status int, code string) {
@@ -351,7 +370,12 @@ func startFaultProxy(t *testing.T, target string) (*faultProxy, string) {
 		status, code := p.status, p.code
 		p.mu.Unlock()
 		if !failing {
+			body := &countingReader{r: r.Body}
+			r.Body = io.NopCloser(body)
 			rp.ServeHTTP(w, r)
+			p.mu.Lock()
+			p.sent += body.n
+			p.mu.Unlock()
 			return
 		}
 		io.Copy(io.Discard, r.Body)
@@ -417,3 +441,54 @@ func TestS3StoreRetries(t *testing.T) {
 
 // errAny in a test case is any error.
 var errAny = errors.New("any error")
+
+// A put from a stream holds a bounded number of parts in memory, however
+// large the object: it never reads more than PartConcurrency+1 parts ahead
+// of what the server has received.
+func TestS3StorePutStreamsBounded(t *testing.T) {
+	srv := envServer(t)
+	proxy, endpoint := startFaultProxy(t, srv.endpoint)
+	const partSize, parts = 5 << 20, 8
+	opts := srv.options(partSize)
+	opts.S3.Endpoint, opts.PartConcurrency = endpoint, 1
+	client, err := remote.NewS3Client(t.Context(), srv.options(partSize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket := newBucket(t, client)
+	s, err := remote.Open(t.Context(), "s3://"+bucket, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	data := storetest.Bytes(11, parts*partSize)
+	r := &aheadReader{r: bytes.NewReader(data), sent: proxy.sentBytes}
+	if err := s.Put(t.Context(), "big", r); err != nil {
+		t.Fatal(err)
+	}
+	// One part in flight and one being filled; one more of slack for the
+	// proxy counting a part after the client has its answer.
+	if most := int64(opts.PartConcurrency+2) * partSize; r.ahead > most {
+		t.Errorf("the put read %d bytes ahead of what the server had, want at most %d (%d parts); the object is %d",
+			r.ahead, most, opts.PartConcurrency+2, len(data))
+	}
+	if r.ahead < partSize {
+		t.Errorf("the put read at most %d bytes ahead of the server: the measure is broken", r.ahead)
+	}
+}
+
+// aheadReader records the most bytes read from it beyond what sent
+// reports as received by the server.
+type aheadReader struct {
+	r     io.Reader
+	read  int64
+	sent  func() int64
+	ahead int64
+}
+
+func (a *aheadReader) Read(p []byte) (int, error) {
+	n, err := a.r.Read(p)
+	a.read += int64(n)
+	a.ahead = max(a.ahead, a.read-a.sent())
+	return n, err
+}
