@@ -42,8 +42,9 @@ echo "ZooKeeper at $STROM_ZK_ADDR"
 step "a private S3-compatible server (versitygw) for remote/'s conformance suite"
 # Installs versitygw with go install into a cache once (about 90 s); the S3
 # tests of remote/ run against it (STROM_S3_*), and fail without it under CI=true.
-eval "$(scripts/versitygw.sh start)"
 trap 'rm -rf "$tmp"; scripts/zookeeper.sh stop >/dev/null 2>&1 || true; scripts/versitygw.sh stop >/dev/null 2>&1 || true' EXIT
+vgw_env=$(scripts/versitygw.sh start) # a failure stops here (set -e), as eval "$(...)" would not
+eval "$vgw_env"
 echo "versitygw at $STROM_S3_ENDPOINT"
 
 step "go test -race"
