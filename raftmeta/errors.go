@@ -42,6 +42,11 @@ var (
 	// ErrRefused: Config.CheckWrite refused a write; nothing was proposed.
 	// (ZooKeeper's nearest code is NOAUTH, -102.)
 	ErrRefused = errors.New("raftmeta: write refused")
+	// ErrSessionMoved: ZooKeeper SESSIONMOVED (-118): a write made through a
+	// node that no longer holds the session's connection (its client has
+	// connected through another node since, ClaimSession); nothing was
+	// proposed.
+	ErrSessionMoved = errors.New("raftmeta: session moved to another node")
 )
 
 // errIgnoredCommand is the apply result of a command of an unknown type that

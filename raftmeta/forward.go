@@ -21,12 +21,14 @@ import (
 //	  2 touch:   count u32 | session i64 *
 //	  3 sync:    —  (the leader commits a barrier)
 //	  4 read:    —  (the leader answers its last applied zxid)
+//	  5 claim:   session i64  (the sender now holds the session's connection)
 //	reply   := status u8 | body
-//	  0 ok: propose → applyResult | zxid i64; touch → —; sync, read → zxid i64
+//	  0 ok: propose → applyResult | zxid i64; touch, claim → —; sync, read → zxid i64
 //	    (zxid: the leader's last applied, which the follower waits for)
 //	  1 not leader, nothing proposed (the follower retries)
 //	  2 failed: message str (the outcome of a write is unknown)
 //	  3 refused by Config.CheckWrite, nothing proposed: message str
+//	  4 session moved (ErrSessionMoved), nothing proposed: message str
 //
 // applyResult := results count u32 | (path str | stat | err)* |
 //
@@ -46,12 +48,18 @@ const (
 	fwdTouch   uint8 = 2
 	fwdSync    uint8 = 3
 	fwdRead    uint8 = 4
+	fwdClaim   uint8 = 5
 
 	fwdOK        uint8 = 0
 	fwdNotLeader uint8 = 1
 	fwdFailed    uint8 = 2
 	fwdRefused   uint8 = 3
+	fwdMoved     uint8 = 4
 )
+
+// fwdSentinels: the statuses of proposals refused before anything was
+// proposed, and the sentinel each stands for.
+var fwdSentinels = map[uint8]error{fwdRefused: ErrRefused, fwdMoved: ErrSessionMoved}
 
 // MaxForwardBytes bounds a request a follower forwards to the leader, and so
 // the largest write a follower can take (a large multi). A write's encoding
@@ -230,6 +238,10 @@ func (n *Node) serveForward(ctx context.Context, from string, body []byte) ([]by
 			e.u8(fwdRefused)
 			e.str(err.Error())
 			return e.b, nil
+		case errors.Is(err, ErrSessionMoved):
+			e.u8(fwdMoved)
+			e.str(err.Error())
+			return e.b, nil
 		case err != nil:
 			e.u8(fwdFailed)
 			e.str(err.Error())
@@ -239,6 +251,7 @@ func (n *Node) serveForward(ctx context.Context, from string, body []byte) ([]by
 		case CmdCreateSession:
 			if res.err == nil {
 				n.tracker.touch(res.session.ID, time.Now())
+				n.tracker.claim(res.session.ID, from)
 			}
 		case CmdCloseSession:
 			n.tracker.forget(c.Session)
@@ -286,6 +299,19 @@ func (n *Node) serveForward(ctx context.Context, from string, body []byte) ([]by
 		}
 		e.u8(fwdOK)
 		e.i64(n.fsm.lastZxid.Load())
+	case fwdClaim:
+		d := &decoder{b: body, off: 1}
+		id := d.i64("session")
+		d.end("claim request")
+		if d.err != nil {
+			return nil, d.err
+		}
+		if !n.IsLeader() {
+			e.u8(fwdNotLeader)
+			return e.b, nil
+		}
+		n.tracker.claim(id, from)
+		e.u8(fwdOK)
 	case fwdRead:
 		if len(body) != 1 {
 			return nil, fmt.Errorf("%w: read request with a body", ErrCorrupt)
@@ -376,9 +402,9 @@ func (n *Node) post(ctx context.Context, addr string, req []byte) (d *decoder, r
 		return &decoder{b: body, off: 1}, false, nil
 	case fwdNotLeader:
 		return nil, true, nil
-	case fwdRefused:
+	case fwdRefused, fwdMoved:
 		d := &decoder{b: body, off: 1}
-		return nil, false, &forwardedError{msg: d.str("refusal"), sentinel: ErrRefused}
+		return nil, false, &forwardedError{msg: d.str("refusal"), sentinel: fwdSentinels[body[0]]}
 	default:
 		d := &decoder{b: body, off: 1}
 		msg := d.str("forward error")

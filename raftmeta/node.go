@@ -403,6 +403,20 @@ func (n *Node) checkWrite(c *command) error {
 	return nil
 }
 
+// checkOwner refuses, on the leader, an op or multi of a session made
+// through a node other than the one that holds its connection (ZooKeeper's
+// SessionMoved).
+func (n *Node) checkOwner(c *command) error {
+	if c.Session == 0 || (c.Type != CmdOp && c.Type != CmdMulti) {
+		return nil
+	}
+	from := c.from
+	if from == "" {
+		from = n.cfg.NodeID
+	}
+	return n.tracker.checkOwner(c.Session, from)
+}
+
 // inflight is a command handed to raft whose outcome is awaited by wait,
 // which must be called exactly once (it releases the registration).
 type inflight struct {
@@ -415,8 +429,9 @@ type inflight struct {
 // proposeStart registers c and hands it to raft; it returns once raft has
 // accepted the entry (so entries started one after the other from one
 // goroutine are logged in that order) or failed: ErrRefused (by
-// Config.CheckWrite, checked on every node), errNotProposed when this node
-// does not lead, ctx's error, ErrStopped.
+// Config.CheckWrite, checked on every node), ErrSessionMoved (checked on
+// the leader), errNotProposed when this node does not lead, ctx's error,
+// ErrStopped.
 func (n *Node) proposeStart(ctx context.Context, c *command) (*inflight, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -430,6 +445,10 @@ func (n *Node) proposeStart(ctx context.Context, c *command) (*inflight, error) 
 		if errors.Is(err, ErrNotLeader) {
 			return nil, errNotProposed
 		}
+		return nil, err
+	}
+	if err := n.checkOwner(c); err != nil {
+		n.waits.cancel(c.Nonce)
 		return nil, err
 	}
 	var timeout time.Duration

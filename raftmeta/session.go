@@ -3,25 +3,55 @@ package raftmeta
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 )
 
 // sessionTracker is the leader's view of session liveness: the last time
-// each session was heard from. It is local state, never replicated; a new
-// leader starts it afresh, which grants every session a full timeout.
+// each session was heard from, and the node that holds its connection (its
+// owner, ZooKeeper's SessionTrackerImpl owner). It is local state, never
+// replicated; a new leader starts it afresh, which grants every session a
+// full timeout and leaves owners unknown until each session's next claim
+// or write.
 type sessionTracker struct {
 	mu struct {
 		sync.Mutex
-		last map[int64]time.Time
+		last  map[int64]time.Time
+		owner map[int64]string // node id
 	}
 }
 
 func newSessionTracker() *sessionTracker {
 	t := &sessionTracker{}
 	t.mu.last = make(map[int64]time.Time)
+	t.mu.owner = make(map[int64]string)
 	return t
+}
+
+// claim makes node the owner of session id.
+func (t *sessionTracker) claim(id int64, node string) {
+	t.mu.Lock()
+	t.mu.owner[id] = node
+	t.mu.Unlock()
+}
+
+// checkOwner reports ErrSessionMoved when session id is owned by a node
+// other than node; a session without a known owner becomes node's, as
+// ZooKeeper's checkSession sets a null owner.
+func (t *sessionTracker) checkOwner(id int64, node string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	owner, ok := t.mu.owner[id]
+	if !ok {
+		t.mu.owner[id] = node
+		return nil
+	}
+	if owner != node {
+		return fmt.Errorf("%w: session 0x%x is connected through node %s, not %s", ErrSessionMoved, id, owner, node)
+	}
+	return nil
 }
 
 func (t *sessionTracker) touch(id int64, now time.Time) {
@@ -33,6 +63,7 @@ func (t *sessionTracker) touch(id int64, now time.Time) {
 func (t *sessionTracker) forget(id int64) {
 	t.mu.Lock()
 	delete(t.mu.last, id)
+	delete(t.mu.owner, id)
 	t.mu.Unlock()
 }
 
@@ -41,6 +72,7 @@ func (t *sessionTracker) grantAll(sessions []Session, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	clear(t.mu.last)
+	clear(t.mu.owner)
 	for _, s := range sessions {
 		t.mu.last[s.ID] = now
 	}
@@ -71,6 +103,11 @@ func (t *sessionTracker) expired(sessions []Session, now time.Time) []int64 {
 			delete(t.mu.last, id)
 		}
 	}
+	for id := range t.mu.owner {
+		if _, ok := live[id]; !ok {
+			delete(t.mu.owner, id)
+		}
+	}
 	return out
 }
 
@@ -97,7 +134,39 @@ func (n *Node) CreateSession(ctx context.Context, timeout time.Duration) (Sessio
 		return Session{}, res.err
 	}
 	n.tracker.touch(res.session.ID, time.Now())
+	if n.IsLeader() { // a forwarded create was claimed by the leader for this node
+		n.tracker.claim(res.session.ID, n.cfg.NodeID)
+	}
 	return res.session, nil
+}
+
+// ClaimSession records that this node now holds the connection of session
+// id (a client connected with it here), as a ZooKeeper server revalidates
+// a session a client brings: from then on the leader refuses writes of the
+// session made through any other node with ErrSessionMoved. A follower
+// with forwarding asks the leader; without forwarding it does nothing.
+// Errors: a *NotLeaderError (no leader reached before ctx ended), ErrStopped.
+func (n *Node) ClaimSession(ctx context.Context, id int64) error {
+	if n.IsLeader() {
+		n.tracker.claim(id, n.cfg.NodeID)
+		return nil
+	}
+	if !n.forwarding() {
+		return nil
+	}
+	e := &encoder{}
+	e.u8(fwdClaim)
+	e.i64(id)
+	d, err := n.forwardCall(ctx, e.b)
+	if errors.Is(err, errLocalLeader) {
+		n.tracker.claim(id, n.cfg.NodeID)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	d.end("claim reply")
+	return d.err
 }
 
 // CloseSession closes a session through Raft, deleting its ephemerals (each

@@ -275,3 +275,49 @@ func TestSessionClosedElsewhereClosesItsConnection(t *testing.T) {
 		t.Fatalf("node 1 kept the closed session's connection open (read: %v)", err)
 	}
 }
+
+// A session whose client connected through another node has moved: a
+// write through its old connection is refused (ZooKeeper's SessionMoved,
+// -118) and, as ZooKeeper's FinalRequestProcessor does, the connection is
+// closed without a reply; the write is not applied, and the session keeps
+// working through its new node.
+func TestWriteThroughMovedSessionClosesTheOldConnection(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3-node cluster over TCP; run without -short")
+	}
+	c := newShimCluster(t, 3)
+	leader, follower := c.leaderAndFollower(t)
+	other := 3 - leader - follower
+	for _, from := range []int{leader, follower} {
+		old := dialRaw(t, c.servers[from].Addr().String(), 10000)
+		sess, ok := c.nodes[from].Session(old.sid)
+		if !ok {
+			t.Fatal("session not on its node")
+		}
+		create := func(path string) func(e *encoder) {
+			return func(e *encoder) { e.str(path); e.buffer(nil); e.acls(worldACL); e.i32(0) }
+		}
+		if code, _, _ := old.call(opCreate, create(fmt.Sprintf("/before%d", from))); code != codeOK {
+			t.Fatalf("create before the move: %d", code)
+		}
+		moved := dialSession(t, c.servers[other].Addr().String(), old.sid, sess.Password, 10000)
+
+		path := fmt.Sprintf("/after-move%d", from)
+		old.writeFrame(buildRequest(100, opCreate, create(path)))
+		if b, err := old.tryReadFrame(); err == nil {
+			d := &decoder{b: b}
+			t.Fatalf("old connection on node %d answered a write of the moved session: xid %d zxid %d err %d", from, d.i32("xid"), d.i64("zxid"), d.i32("err"))
+		} else if errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("old connection on node %d neither answered nor closed", from)
+		}
+		if code, _, _ := moved.call(opSync, func(e *encoder) { e.str("/") }); code != codeOK {
+			t.Fatalf("sync on the new connection: %d", code)
+		}
+		if code, _, _ := moved.call(opExists, func(e *encoder) { e.str(path); e.boolean(false) }); code != codeNoNode {
+			t.Fatalf("the moved session's refused write was applied (exists: %d)", code)
+		}
+		if code, _, _ := moved.call(opCreate, create(path)); code != codeOK {
+			t.Fatalf("create through the session's new node: %d", code)
+		}
+	}
+}

@@ -136,6 +136,13 @@ func (c *conn) handshake(req connectRequest) bool {
 		}
 		sess = s
 		node.Touch(sess.ID)
+		// The session's writes through any other node now fail with
+		// SessionMoved, which closes their connection (ZooKeeper
+		// revalidates the session with its leader the same way).
+		if err := node.ClaimSession(ctx, sess.ID); err != nil {
+			c.lg.Info("cannot claim the session with the leader; closing", "session", fmt.Sprintf("0x%x", sess.ID), "err", err)
+			return false
+		}
 	}
 	c.sid, c.timeout = sess.ID, sess.Timeout
 	c.lg = c.s.lg.With("remote", c.nc.RemoteAddr().String(), "session", fmt.Sprintf("0x%x", sess.ID))
