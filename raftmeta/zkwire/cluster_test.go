@@ -321,3 +321,26 @@ func TestWriteThroughMovedSessionClosesTheOldConnection(t *testing.T) {
 		}
 	}
 }
+
+// A read on a follower that reaches no leader (here none is left) is
+// served from its replica after a third of the session timeout, before the
+// client's own timeout gives up on the connection, not after the request
+// timeout (10 s).
+func TestFollowerReadWithoutLeaderIsServedLocally(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3-node cluster over TCP; run without -short")
+	}
+	c := newShimCluster(t, 3)
+	_, follower := c.leaderAndFollower(t)
+	rc := dialRaw(t, c.servers[follower].Addr().String(), 3000)
+	for i := range c.nodes {
+		if i != follower {
+			_ = c.servers[i].Close()
+			_ = c.nodes[i].Close()
+		}
+	}
+	// call fails the test when no reply comes within 5 s.
+	if code, _, _ := rc.call(opExists, func(e *encoder) { e.str("/"); e.boolean(false) }); code != codeOK {
+		t.Fatalf("exists on a follower without a leader: %d", code)
+	}
+}

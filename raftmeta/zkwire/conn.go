@@ -417,10 +417,11 @@ func (c *conn) barrier() { c.pending.Wait() }
 // readBarrier makes a read on a follower see every write acknowledged
 // before it on any node (raftmeta.Node.ReadBarrier: one round trip to the
 // leader). ZooKeeper reads a follower's replica as it is; Fluss reads on
-// one server what it was just told another wrote. Without a reachable
-// leader the read is served from this replica as it is.
+// one server what it was just told another wrote. Without a leader
+// reached within a third of the session timeout (an election) the read is
+// served from this replica as it is, before the client gives up on it.
 func (c *conn) readBarrier() {
-	ctx, cancel := c.writeCtx()
+	ctx, cancel := context.WithTimeout(c.s.ctx, min(c.s.cfg.RequestTimeout, c.timeout/3))
 	defer cancel()
 	if err := c.s.node.ReadBarrier(ctx); err != nil {
 		c.lg.Debug("read barrier failed; reading this replica as it is", "err", err)
