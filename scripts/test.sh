@@ -51,6 +51,10 @@ step "go test -race"
 # -count=1: the e2e tests build the binary in a subprocess, which the test cache cannot see.
 go test -race -count=1 -timeout 20m "$@" ./...
 
+step "the robustness harness, short: real processes under every fault kind, histories checked"
+# Seeds 1 and 2, 110 s of faults each (docs/robustness.md); scripts/robustness.sh runs long ones.
+scripts/robustness.sh --ci
+
 step "fuzzing, short: the produce/fetch property and the Arrow decoders"
 # scripts/fuzz.sh runs them longer (10 minutes for the property by default).
 scripts/fuzz.sh -d 12s record:FuzzArrowServable

@@ -2,6 +2,7 @@ package robustness
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -65,6 +66,11 @@ func TestRobustness(t *testing.T) {
 		if root, err = os.MkdirTemp("", "strom-robustness-"); err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() {
+			if !t.Failed() { // a failed run's directory is kept for its report
+				os.RemoveAll(root)
+			}
+		})
 	}
 	bin := filepath.Join(root, "strom")
 	build := exec.Command("go", "build", "-o", bin, ".")
@@ -86,9 +92,6 @@ func TestRobustness(t *testing.T) {
 			t.Log(v.String())
 			if !v.OK {
 				t.Fatalf("the run found a problem: seed %d; reproduce with: %s", o.Seed, o.Command())
-			}
-			if *flagDir == "" {
-				os.RemoveAll(o.Dir) // a passing run's directory is kept only when asked for
 			}
 		})
 	}
@@ -174,5 +177,26 @@ func TestVerdictOfALostAppend(t *testing.T) {
 	v = &Verdict{}
 	if v.judge(h, checkHistory(h, "", check.Result{Checker: "fold", OK: true})); !v.OK {
 		t.Fatalf("a complete history failed:\n%s", v)
+	}
+}
+
+// TestWaitServed: after the heal, the run waits until every workload has
+// succeeded again, and names those that never do.
+func TestWaitServed(t *testing.T) {
+	var buf strings.Builder
+	rec := &recorder{w: history.NewWriter(&buf), clock: history.NewClock()}
+	for _, k := range served {
+		rec.record(history.Op{Kind: k, Invoke: 10}, nil, history.Fail)
+	}
+	if err := rec.waitServed(context.Background(), 5); err != nil {
+		t.Fatalf("every kind succeeded after 5: %v", err)
+	}
+	rec.record(history.Op{Kind: history.KVPut, Invoke: 30}, nil, history.Fail)
+	rec.record(history.Op{Kind: history.LogAppend, Invoke: 40}, errors.New("timeout"), history.Unknown)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := rec.waitServed(ctx, 20)
+	if err == nil || !strings.Contains(err.Error(), "log_append") || strings.Contains(err.Error(), "kv_put") {
+		t.Fatalf("since 20 only kv_put succeeded; got %v", err)
 	}
 }

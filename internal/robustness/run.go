@@ -27,8 +27,9 @@ type Options struct {
 	Duration time.Duration
 	// Nodes is the cluster's size, 3 or 5 (default 3).
 	Nodes int
-	// Quiet is how long the workloads go on after every fault has healed,
-	// before they stop and the final reads (default 5s).
+	// Quiet is how long the workloads go on after every fault has healed
+	// and each of them has succeeded again, before they stop and the final
+	// reads (default 5s).
 	Quiet time.Duration
 	// Dir is the run directory, created if missing: the binary, the nodes'
 	// data and logs, the history, the schedule, the verdict.
@@ -191,7 +192,7 @@ func Run(ctx context.Context, opts Options) (*Verdict, error) {
 	}
 	rec := &recorder{w: hw, clock: history.NewClock()}
 	w := &workloads{rec: rec, cl: cl, servers: c.Servers(), seed: opts.Seed, stop: make(chan struct{})}
-	if err := w.start(startCtx); err != nil {
+	if err := w.start(ctx); err != nil { // the run's context: the clients live as long as it
 		close(w.stop)
 		w.wg.Wait()
 		_ = hw.Close()
@@ -208,19 +209,26 @@ func Run(ctx context.Context, opts Options) (*Verdict, error) {
 		v.Faults++
 	}
 	sleepUntil(ctx, rec.clock, opts.Duration)
-	healCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	// What follows runs to the end even when ctx has ended: the faults
+	// must be healed, the history closed and the verdict written.
+	after := context.WithoutCancel(ctx)
+	healCtx, cancel := context.WithTimeout(after, 2*time.Minute)
 	defer cancel()
 	problem(in.healAll(healCtx))
-	lg.Info("healed; quiet period", "quiet", opts.Quiet)
+	healed := rec.clock.Now()
+	serveCtx, cancel := context.WithTimeout(after, serveDeadline)
+	defer cancel()
+	problem(rec.waitServed(serveCtx, healed))
+	lg.Info("healed and served; quiet period", "quiet", opts.Quiet)
 	sleepUntil(ctx, rec.clock, time.Duration(rec.clock.Now())+opts.Quiet)
 	close(w.stop)
 	w.wg.Wait()
 	for _, err := range w.closeErrs {
 		lg.Warn("closing a workload client", "err", err)
 	}
-	problem(w.finalReads(healCtx))
-	problem(w.finalGets(healCtx))
-	fold := w.foldCheck(healCtx)
+	problem(w.finalReads(after))
+	problem(w.finalGets(after))
+	fold := w.foldCheck(after)
 	problem(rec.err())
 	problem(hw.Close())
 	v.Unknown, v.Failed = rec.unknown.Load(), rec.failed.Load()

@@ -41,6 +41,7 @@ const (
 	opTimeout     = 15 * time.Second
 	opPause       = 20 * time.Millisecond // between one client's operations
 	finalDeadline = 2 * time.Minute       // for the final reads
+	serveDeadline = time.Minute           // for every workload to succeed again after the faults healed
 )
 
 // recorder writes the operations of a run to its history.
@@ -51,7 +52,37 @@ type recorder struct {
 	// errs counts operations written with an error, by outcome.
 	unknown, failed atomic.Int64
 	mu              sync.Mutex
-	werr            error // the first write error
+	werr            error                  // the first write error
+	lastOK          map[history.Kind]int64 // per kind, the invoke time of the latest OK operation
+}
+
+// served are the kinds of operation that must succeed again after the
+// faults have healed: each workload's writes and reads.
+var served = []history.Kind{history.LogAppend, history.LogRead, history.KVPut, history.KVGet, history.CreateTable, history.TableExists}
+
+// waitServed waits until an operation of every served kind invoked at
+// since or later has succeeded: after every fault has healed, the cluster
+// serves every workload again. An error names the kinds still failing
+// when ctx ends.
+func (r *recorder) waitServed(ctx context.Context, since int64) error {
+	for {
+		var missing []history.Kind
+		r.mu.Lock()
+		for _, k := range served {
+			if r.lastOK[k] < since {
+				missing = append(missing, k)
+			}
+		}
+		r.mu.Unlock()
+		if len(missing) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("robustness: after every fault healed, no %v operation succeeded: %w", missing, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // client returns a new logical client id.
@@ -62,6 +93,14 @@ func (r *recorder) client() int { return int(r.clients.Add(1)) }
 func (r *recorder) record(op history.Op, err error, errOutcome history.Outcome) {
 	op.Return = r.clock.Now()
 	op.Outcome = history.OK
+	if err == nil {
+		r.mu.Lock()
+		if r.lastOK == nil {
+			r.lastOK = map[history.Kind]int64{}
+		}
+		r.lastOK[op.Kind] = max(r.lastOK[op.Kind], op.Invoke)
+		r.mu.Unlock()
+	}
 	if err != nil {
 		op.Outcome, op.Error = errOutcome, err.Error()
 		if errOutcome == history.Unknown {
@@ -244,7 +283,9 @@ func (w *workloads) consumer(ctx context.Context, t *client.Table, bucket int32)
 	go func() {
 		defer w.wg.Done()
 		for !w.stopped() {
-			w.poll(ctx, id, sc, bucket, false)
+			if _, ok := w.poll(ctx, id, sc, bucket, false); !ok && !w.pause() {
+				return
+			}
 		}
 	}()
 	return nil
