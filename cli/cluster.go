@@ -14,7 +14,7 @@ func newClusterCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "cluster", Short: "Inspect the cluster"}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "describe",
-		Short: "Show each node: addresses, alive, version, rack and roles (voter, Raft leader, coordinator)",
+		Short: "Show each node (addresses, alive, version, rack, roles) and how many buckets are under-replicated or offline",
 		Args:  exactArgs(0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.call(cmd, func(ctx context.Context, c *client.Client) error {
@@ -31,6 +31,9 @@ func newClusterCmd(g *globals) *cobra.Command {
 				t.row("Raft leader:", resp.RaftLeader)
 				t.row("Voters:", ints(resp.Voters))
 				t.row("Coordinator epoch:", resp.CoordinatorEpoch)
+				t.row("Buckets:", resp.Buckets)
+				t.row("Under-replicated buckets:", resp.UnderReplicatedBuckets)
+				t.row("Offline buckets:", resp.OfflineBuckets)
 				if err := t.flush(); err != nil {
 					return err
 				}

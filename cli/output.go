@@ -15,9 +15,35 @@ import (
 // printJSON writes m as the API's JSON (the same shape curl gets), one
 // object, followed by a newline.
 func printJSON(w io.Writer, m proto.Message) error {
-	b, err := protojson.MarshalOptions{EmitDefaultValues: true}.Marshal(m)
+	return printJSONWith[proto.Message](w, m, "", nil)
+}
+
+// printJSONWith is printJSON with one more field, key, added to m's object
+// after its own: the JSON array of extra (nothing when key is "").
+func printJSONWith[M proto.Message](w io.Writer, m proto.Message, key string, extra []M) error {
+	opts := protojson.MarshalOptions{EmitDefaultValues: true}
+	b, err := opts.Marshal(m)
 	if err != nil {
 		return err
+	}
+	if key != "" {
+		b = bytes.TrimSuffix(bytes.TrimSpace(b), []byte("}"))
+		if bytes.HasSuffix(bytes.TrimSpace(b), []byte("{")) {
+			b = fmt.Appendf(b, "%q:[", key)
+		} else {
+			b = fmt.Appendf(b, ",%q:[", key)
+		}
+		for i, e := range extra {
+			eb, err := opts.Marshal(e)
+			if err != nil {
+				return err
+			}
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, eb...)
+		}
+		b = append(b, "]}"...)
 	}
 	// protojson varies its spacing on purpose; json.Indent makes it stable.
 	var out bytes.Buffer

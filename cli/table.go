@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
@@ -129,7 +130,7 @@ func newTableListCmd(g *globals) *cobra.Command {
 func newTableDescribeCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "describe DB.TABLE",
-		Short: "Describe a table: columns, keys, buckets, options",
+		Short: "Describe a table: columns, keys, options, and per bucket its leader, ISR, high watermark and each replica's log end and lag",
 		Args:  exactArgs(1, "DB.TABLE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			db, name, err := record.ParseTablePath(args[0])
@@ -141,8 +142,16 @@ func newTableDescribeCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				var states []*stromv1.BucketState
+				if len(info.Buckets) > 0 {
+					ct, err := c.Table(ctx, db, name)
+					if err != nil {
+						return err
+					}
+					states = ct.DescribeBuckets(ctx)
+				}
 				if g.output == "json" {
-					return printJSON(g.out, info)
+					return printJSONWith(g.out, info, "bucketStates", states)
 				}
 				d := info.Descriptor_
 				t := newTable(g.out)
@@ -182,12 +191,7 @@ func newTableDescribeCmd(g *globals) *cobra.Command {
 					return nil
 				}
 				fmt.Fprintln(g.out)
-				t = newTable(g.out)
-				t.row("BUCKET", "LEADER", "EPOCH", "REPLICAS", "ISR")
-				for _, b := range info.Buckets {
-					t.row(b.Bucket, b.Leader, b.LeaderEpoch, ints(b.Replicas), ints(b.Isr))
-				}
-				return t.flush()
+				return printBucketStates(g.out, cmd.ErrOrStderr(), info.Buckets, states)
 			})
 		},
 	}
@@ -233,4 +237,53 @@ func ints(v []int32) string {
 		parts[i] = strconv.Itoa(int(x))
 	}
 	return "[" + strings.Join(parts, ",") + "]"
+}
+
+// printBucketStates writes a row per bucket: its leader, epoch, replicas
+// and ISR as the metadata has them, then, as its leader reported them
+// (states), its high watermark and each replica's log end and lag
+// ("node:value", in replica order; "?" for a follower that has not
+// fetched from this leader yet). A bucket whose leader did not answer
+// shows "unknown" there, and why on errOut.
+func printBucketStates(out, errOut io.Writer, buckets []*stromv1.BucketAssignment, states []*stromv1.BucketState) error {
+	t := newTable(out)
+	t.row("BUCKET", "LEADER", "EPOCH", "REPLICAS", "ISR", "HIGH WATERMARK", "LOG END", "LAG")
+	var notes []string
+	for _, b := range buckets {
+		hw, ends, lags := "unknown", "unknown", "unknown"
+		if st := stateOf(states, b.Bucket); st != nil && st.Error == nil {
+			var e, l []string
+			for _, r := range st.Replicas {
+				e = append(e, fmt.Sprintf("%d:%s", r.Node, offsetOrUnknown(r.LogEndOffset)))
+				l = append(l, fmt.Sprintf("%d:%s", r.Node, offsetOrUnknown(r.Lag)))
+			}
+			hw, ends, lags = strconv.FormatInt(st.HighWatermark, 10), strings.Join(e, " "), strings.Join(l, " ")
+		} else if st != nil {
+			notes = append(notes, fmt.Sprintf("bucket %d: leader's state unknown: %s", b.Bucket, st.Error.Message))
+		}
+		t.row(b.Bucket, b.Leader, b.LeaderEpoch, ints(b.Replicas), ints(b.Isr), hw, ends, lags)
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	for _, n := range notes {
+		fmt.Fprintln(errOut, n)
+	}
+	return nil
+}
+
+func stateOf(states []*stromv1.BucketState, bucket int32) *stromv1.BucketState {
+	for _, st := range states {
+		if st.Bucket == bucket {
+			return st
+		}
+	}
+	return nil
+}
+
+func offsetOrUnknown(v int64) string {
+	if v < 0 {
+		return "?"
+	}
+	return strconv.FormatInt(v, 10)
 }

@@ -226,6 +226,11 @@ func (h *adminHandler) DescribeCluster(context.Context, *connect.Request[stromv1
 		n.RaftAddress = cmp.Or(n.RaftAddress, m.Raft)
 		n.GossipAddress, n.Alive, n.Version, n.Rack = m.Gossip, m.Alive, m.Version, cmp.Or(m.Rack, n.Rack)
 	}
+	tables, err := s.cat.AllTables()
+	if err != nil {
+		return nil, err
+	}
+	resp.Buckets, resp.UnderReplicatedBuckets, resp.OfflineBuckets = countBuckets(tables)
 	for _, n := range nodes {
 		sort.Strings(n.Roles)
 		resp.Nodes = append(resp.Nodes, n)

@@ -595,14 +595,8 @@ func (h *tabletHandler) ListOffsets(_ context.Context, req *connect.Request[stro
 	if err != nil {
 		return nil, err
 	}
-	buckets := m.Buckets
-	if len(buckets) == 0 {
-		for b := int32(0); b < t.Registration.BucketCount; b++ {
-			buckets = append(buckets, b)
-		}
-	}
 	resp := &stromv1.ListOffsetsResponse{}
-	for _, b := range buckets {
+	for _, b := range bucketsOrAll(t, m.Buckets) {
 		res := &stromv1.BucketOffset{Bucket: b}
 		resp.Buckets = append(resp.Buckets, res)
 		r, err := h.replica(t, b)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -201,4 +203,32 @@ func (m *Manager) OffsetForLeaderEpoch(tb TableBucket, currentEpoch, epoch int32
 	}
 	e, end := r.log.EndOffsetForEpoch(epoch)
 	return e, end, nil
+}
+
+// State is a snapshot of a replica's role and progress, for diagnostics
+// (the API's DescribeBuckets).
+type State struct {
+	// Leader is the bucket's leader as this replica applied it (-1: none),
+	// at LeaderEpoch, with the in-sync replicas ISR.
+	Leader, LeaderEpoch int32
+	ISR                 []int32
+	// HighWatermark, LogStartOffset and LogEndOffset are this replica's.
+	HighWatermark, LogStartOffset, LogEndOffset int64
+	// Followers is, on the leader, what it knows of each follower that has
+	// fetched since its leadership started; nil on a follower.
+	Followers map[int32]FollowerState
+}
+
+// State returns a snapshot of the replica's role and progress.
+func (r *Replica) State() State {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := State{
+		Leader: r.mu.leader, LeaderEpoch: r.mu.leaderEpoch, ISR: slices.Clone(r.mu.isr),
+		HighWatermark: r.log.HighWatermark(), LogStartOffset: r.log.LogStartOffset(), LogEndOffset: r.log.LogEndOffset(),
+	}
+	if r.mu.leader == r.nodeID {
+		st.Followers = maps.Clone(r.mu.followers)
+	}
+	return st
 }

@@ -1431,8 +1431,16 @@ type DescribeClusterResponse struct {
 	Voters           []int32 `protobuf:"varint,4,rep,packed,name=voters,proto3" json:"voters,omitempty"`
 	Nodes            []*Node `protobuf:"bytes,5,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	CoordinatorEpoch int32   `protobuf:"varint,6,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Buckets of every table, in all.
+	Buckets int32 `protobuf:"varint,7,opt,name=buckets,proto3" json:"buckets,omitempty"`
+	// Buckets with a leader whose ISR is smaller than their replicas (Kafka's
+	// under-replicated partitions), as the metadata says.
+	UnderReplicatedBuckets int32 `protobuf:"varint,8,opt,name=under_replicated_buckets,json=underReplicatedBuckets,proto3" json:"under_replicated_buckets,omitempty"`
+	// Buckets with no leader (no replica of their ISR is alive): they take
+	// no reads or writes.
+	OfflineBuckets int32 `protobuf:"varint,9,opt,name=offline_buckets,json=offlineBuckets,proto3" json:"offline_buckets,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *DescribeClusterResponse) Reset() {
@@ -1503,6 +1511,27 @@ func (x *DescribeClusterResponse) GetNodes() []*Node {
 func (x *DescribeClusterResponse) GetCoordinatorEpoch() int32 {
 	if x != nil {
 		return x.CoordinatorEpoch
+	}
+	return 0
+}
+
+func (x *DescribeClusterResponse) GetBuckets() int32 {
+	if x != nil {
+		return x.Buckets
+	}
+	return 0
+}
+
+func (x *DescribeClusterResponse) GetUnderReplicatedBuckets() int32 {
+	if x != nil {
+		return x.UnderReplicatedBuckets
+	}
+	return 0
+}
+
+func (x *DescribeClusterResponse) GetOfflineBuckets() int32 {
+	if x != nil {
+		return x.OfflineBuckets
 	}
 	return 0
 }
@@ -1780,7 +1809,7 @@ const file_strom_v1_admin_proto_rawDesc = "" +
 	"\x0egossip_address\x18\x05 \x01(\tR\rgossipAddress\x12\x14\n" +
 	"\x05alive\x18\x06 \x01(\bR\x05alive\x12\x18\n" +
 	"\aversion\x18\a \x01(\tR\aversion\x12\x12\n" +
-	"\x04rack\x18\b \x01(\tR\x04rack\"\xde\x01\n" +
+	"\x04rack\x18\b \x01(\tR\x04rack\"\xdb\x02\n" +
 	"\x17DescribeClusterResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x18\n" +
@@ -1789,7 +1818,10 @@ const file_strom_v1_admin_proto_rawDesc = "" +
 	"raftLeader\x12\x16\n" +
 	"\x06voters\x18\x04 \x03(\x05R\x06voters\x12$\n" +
 	"\x05nodes\x18\x05 \x03(\v2\x0e.strom.v1.NodeR\x05nodes\x12+\n" +
-	"\x11coordinator_epoch\x18\x06 \x01(\x05R\x10coordinatorEpoch\"=\n" +
+	"\x11coordinator_epoch\x18\x06 \x01(\x05R\x10coordinatorEpoch\x12\x18\n" +
+	"\abuckets\x18\a \x01(\x05R\abuckets\x128\n" +
+	"\x18under_replicated_buckets\x18\b \x01(\x05R\x16underReplicatedBuckets\x12'\n" +
+	"\x0foffline_buckets\x18\t \x01(\x05R\x0eofflineBuckets\"=\n" +
 	"\tTablePath\x12\x1a\n" +
 	"\bdatabase\x18\x01 \x01(\tR\bdatabase\x12\x14\n" +
 	"\x05table\x18\x02 \x01(\tR\x05table\"A\n" +

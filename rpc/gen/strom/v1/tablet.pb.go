@@ -78,6 +78,315 @@ func (OffsetSpec) EnumDescriptor() ([]byte, []int) {
 	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{0}
 }
 
+type DescribeBucketsRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Database string                 `protobuf:"bytes,1,opt,name=database,proto3" json:"database,omitempty"`
+	Table    string                 `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
+	// Buckets to describe; empty means all.
+	Buckets       []int32 `protobuf:"varint,3,rep,packed,name=buckets,proto3" json:"buckets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeBucketsRequest) Reset() {
+	*x = DescribeBucketsRequest{}
+	mi := &file_strom_v1_tablet_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeBucketsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeBucketsRequest) ProtoMessage() {}
+
+func (x *DescribeBucketsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strom_v1_tablet_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeBucketsRequest.ProtoReflect.Descriptor instead.
+func (*DescribeBucketsRequest) Descriptor() ([]byte, []int) {
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *DescribeBucketsRequest) GetDatabase() string {
+	if x != nil {
+		return x.Database
+	}
+	return ""
+}
+
+func (x *DescribeBucketsRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *DescribeBucketsRequest) GetBuckets() []int32 {
+	if x != nil {
+		return x.Buckets
+	}
+	return nil
+}
+
+// ReplicaState is one replica of a bucket as the bucket's leader knows it.
+type ReplicaState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node holding the replica.
+	Node int32 `protobuf:"varint,1,opt,name=node,proto3" json:"node,omitempty"`
+	// The replica's log end offset: the leader's own for the leader, else
+	// the offset of the follower's last fetch in this leadership; -1 when
+	// the follower has not fetched since this node became leader.
+	LogEndOffset int64 `protobuf:"varint,2,opt,name=log_end_offset,json=logEndOffset,proto3" json:"log_end_offset,omitempty"`
+	// How many offsets the replica is behind: the leader's log end minus
+	// the replica's (0 for the leader); -1 when unknown.
+	Lag int64 `protobuf:"varint,3,opt,name=lag,proto3" json:"lag,omitempty"`
+	// Whether the replica is in the ISR.
+	InSync bool `protobuf:"varint,4,opt,name=in_sync,json=inSync,proto3" json:"in_sync,omitempty"`
+	// When the follower last caught up with the leader's log end, in
+	// milliseconds since the epoch (a follower leaves the ISR once this is
+	// older than log.replica.max-lag-time); 0 when unknown, and for the
+	// leader.
+	CaughtUpTimeMs int64 `protobuf:"varint,5,opt,name=caught_up_time_ms,json=caughtUpTimeMs,proto3" json:"caught_up_time_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ReplicaState) Reset() {
+	*x = ReplicaState{}
+	mi := &file_strom_v1_tablet_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaState) ProtoMessage() {}
+
+func (x *ReplicaState) ProtoReflect() protoreflect.Message {
+	mi := &file_strom_v1_tablet_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaState.ProtoReflect.Descriptor instead.
+func (*ReplicaState) Descriptor() ([]byte, []int) {
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ReplicaState) GetNode() int32 {
+	if x != nil {
+		return x.Node
+	}
+	return 0
+}
+
+func (x *ReplicaState) GetLogEndOffset() int64 {
+	if x != nil {
+		return x.LogEndOffset
+	}
+	return 0
+}
+
+func (x *ReplicaState) GetLag() int64 {
+	if x != nil {
+		return x.Lag
+	}
+	return 0
+}
+
+func (x *ReplicaState) GetInSync() bool {
+	if x != nil {
+		return x.InSync
+	}
+	return false
+}
+
+func (x *ReplicaState) GetCaughtUpTimeMs() int64 {
+	if x != nil {
+		return x.CaughtUpTimeMs
+	}
+	return 0
+}
+
+// BucketState is a bucket's replication state on its leader.
+type BucketState struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Bucket int32                  `protobuf:"varint,1,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	// Why the node could not describe the bucket (NOT_LEADER_OR_FOLLOWER:
+	// it does not lead it); the other fields are then unset.
+	Error       *ErrorDetail `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	Leader      int32        `protobuf:"varint,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	LeaderEpoch int32        `protobuf:"varint,4,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	// The in-sync replicas as the leader applied them.
+	Isr []int32 `protobuf:"varint,5,rep,packed,name=isr,proto3" json:"isr,omitempty"`
+	// The offset below which every record is committed (replicated to the
+	// ISR, readable by consumers).
+	HighWatermark  int64 `protobuf:"varint,6,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
+	LogStartOffset int64 `protobuf:"varint,7,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
+	LogEndOffset   int64 `protobuf:"varint,8,opt,name=log_end_offset,json=logEndOffset,proto3" json:"log_end_offset,omitempty"`
+	// Every replica of the assignment, in its order (the leader's first only
+	// when it is the preferred one).
+	Replicas      []*ReplicaState `protobuf:"bytes,9,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BucketState) Reset() {
+	*x = BucketState{}
+	mi := &file_strom_v1_tablet_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BucketState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BucketState) ProtoMessage() {}
+
+func (x *BucketState) ProtoReflect() protoreflect.Message {
+	mi := &file_strom_v1_tablet_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BucketState.ProtoReflect.Descriptor instead.
+func (*BucketState) Descriptor() ([]byte, []int) {
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *BucketState) GetBucket() int32 {
+	if x != nil {
+		return x.Bucket
+	}
+	return 0
+}
+
+func (x *BucketState) GetError() *ErrorDetail {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *BucketState) GetLeader() int32 {
+	if x != nil {
+		return x.Leader
+	}
+	return 0
+}
+
+func (x *BucketState) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *BucketState) GetIsr() []int32 {
+	if x != nil {
+		return x.Isr
+	}
+	return nil
+}
+
+func (x *BucketState) GetHighWatermark() int64 {
+	if x != nil {
+		return x.HighWatermark
+	}
+	return 0
+}
+
+func (x *BucketState) GetLogStartOffset() int64 {
+	if x != nil {
+		return x.LogStartOffset
+	}
+	return 0
+}
+
+func (x *BucketState) GetLogEndOffset() int64 {
+	if x != nil {
+		return x.LogEndOffset
+	}
+	return 0
+}
+
+func (x *BucketState) GetReplicas() []*ReplicaState {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+type DescribeBucketsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Buckets       []*BucketState         `protobuf:"bytes,1,rep,name=buckets,proto3" json:"buckets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeBucketsResponse) Reset() {
+	*x = DescribeBucketsResponse{}
+	mi := &file_strom_v1_tablet_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeBucketsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeBucketsResponse) ProtoMessage() {}
+
+func (x *DescribeBucketsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strom_v1_tablet_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeBucketsResponse.ProtoReflect.Descriptor instead.
+func (*DescribeBucketsResponse) Descriptor() ([]byte, []int) {
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *DescribeBucketsResponse) GetBuckets() []*BucketState {
+	if x != nil {
+		return x.Buckets
+	}
+	return nil
+}
+
 // PutKvBucket is the data for one bucket of a primary-key table.
 type PutKvBucket struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -90,7 +399,7 @@ type PutKvBucket struct {
 
 func (x *PutKvBucket) Reset() {
 	*x = PutKvBucket{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[0]
+	mi := &file_strom_v1_tablet_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -102,7 +411,7 @@ func (x *PutKvBucket) String() string {
 func (*PutKvBucket) ProtoMessage() {}
 
 func (x *PutKvBucket) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[0]
+	mi := &file_strom_v1_tablet_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -115,7 +424,7 @@ func (x *PutKvBucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutKvBucket.ProtoReflect.Descriptor instead.
 func (*PutKvBucket) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{0}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PutKvBucket) GetBucket() int32 {
@@ -154,7 +463,7 @@ type PutKvRequest struct {
 
 func (x *PutKvRequest) Reset() {
 	*x = PutKvRequest{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[1]
+	mi := &file_strom_v1_tablet_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -166,7 +475,7 @@ func (x *PutKvRequest) String() string {
 func (*PutKvRequest) ProtoMessage() {}
 
 func (x *PutKvRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[1]
+	mi := &file_strom_v1_tablet_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -179,7 +488,7 @@ func (x *PutKvRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutKvRequest.ProtoReflect.Descriptor instead.
 func (*PutKvRequest) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{1}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PutKvRequest) GetDatabase() string {
@@ -247,7 +556,7 @@ type PutKvResponse struct {
 
 func (x *PutKvResponse) Reset() {
 	*x = PutKvResponse{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[2]
+	mi := &file_strom_v1_tablet_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -259,7 +568,7 @@ func (x *PutKvResponse) String() string {
 func (*PutKvResponse) ProtoMessage() {}
 
 func (x *PutKvResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[2]
+	mi := &file_strom_v1_tablet_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -272,7 +581,7 @@ func (x *PutKvResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutKvResponse.ProtoReflect.Descriptor instead.
 func (*PutKvResponse) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{2}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PutKvResponse) GetBuckets() []*ProduceBucketResult {
@@ -293,7 +602,7 @@ type LookupBucket struct {
 
 func (x *LookupBucket) Reset() {
 	*x = LookupBucket{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[3]
+	mi := &file_strom_v1_tablet_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -305,7 +614,7 @@ func (x *LookupBucket) String() string {
 func (*LookupBucket) ProtoMessage() {}
 
 func (x *LookupBucket) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[3]
+	mi := &file_strom_v1_tablet_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -318,7 +627,7 @@ func (x *LookupBucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupBucket.ProtoReflect.Descriptor instead.
 func (*LookupBucket) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{3}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *LookupBucket) GetBucket() int32 {
@@ -347,7 +656,7 @@ type LookupValue struct {
 
 func (x *LookupValue) Reset() {
 	*x = LookupValue{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[4]
+	mi := &file_strom_v1_tablet_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -359,7 +668,7 @@ func (x *LookupValue) String() string {
 func (*LookupValue) ProtoMessage() {}
 
 func (x *LookupValue) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[4]
+	mi := &file_strom_v1_tablet_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -372,7 +681,7 @@ func (x *LookupValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupValue.ProtoReflect.Descriptor instead.
 func (*LookupValue) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{4}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *LookupValue) GetValue() []byte {
@@ -402,7 +711,7 @@ type LookupRequest struct {
 
 func (x *LookupRequest) Reset() {
 	*x = LookupRequest{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[5]
+	mi := &file_strom_v1_tablet_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -414,7 +723,7 @@ func (x *LookupRequest) String() string {
 func (*LookupRequest) ProtoMessage() {}
 
 func (x *LookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[5]
+	mi := &file_strom_v1_tablet_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -427,7 +736,7 @@ func (x *LookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupRequest.ProtoReflect.Descriptor instead.
 func (*LookupRequest) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{5}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *LookupRequest) GetDatabase() string {
@@ -470,7 +779,7 @@ type LookupBucketResult struct {
 
 func (x *LookupBucketResult) Reset() {
 	*x = LookupBucketResult{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[6]
+	mi := &file_strom_v1_tablet_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -482,7 +791,7 @@ func (x *LookupBucketResult) String() string {
 func (*LookupBucketResult) ProtoMessage() {}
 
 func (x *LookupBucketResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[6]
+	mi := &file_strom_v1_tablet_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -495,7 +804,7 @@ func (x *LookupBucketResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupBucketResult.ProtoReflect.Descriptor instead.
 func (*LookupBucketResult) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{6}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *LookupBucketResult) GetBucket() int32 {
@@ -531,7 +840,7 @@ type LookupResponse struct {
 
 func (x *LookupResponse) Reset() {
 	*x = LookupResponse{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[7]
+	mi := &file_strom_v1_tablet_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -543,7 +852,7 @@ func (x *LookupResponse) String() string {
 func (*LookupResponse) ProtoMessage() {}
 
 func (x *LookupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[7]
+	mi := &file_strom_v1_tablet_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -556,7 +865,7 @@ func (x *LookupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupResponse.ProtoReflect.Descriptor instead.
 func (*LookupResponse) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{7}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *LookupResponse) GetBuckets() []*LookupBucketResult {
@@ -586,7 +895,7 @@ type PrefixLookupRequest struct {
 
 func (x *PrefixLookupRequest) Reset() {
 	*x = PrefixLookupRequest{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[8]
+	mi := &file_strom_v1_tablet_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -598,7 +907,7 @@ func (x *PrefixLookupRequest) String() string {
 func (*PrefixLookupRequest) ProtoMessage() {}
 
 func (x *PrefixLookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[8]
+	mi := &file_strom_v1_tablet_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -611,7 +920,7 @@ func (x *PrefixLookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefixLookupRequest.ProtoReflect.Descriptor instead.
 func (*PrefixLookupRequest) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{8}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PrefixLookupRequest) GetDatabase() string {
@@ -653,7 +962,7 @@ type PrefixValues struct {
 
 func (x *PrefixValues) Reset() {
 	*x = PrefixValues{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[9]
+	mi := &file_strom_v1_tablet_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +974,7 @@ func (x *PrefixValues) String() string {
 func (*PrefixValues) ProtoMessage() {}
 
 func (x *PrefixValues) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[9]
+	mi := &file_strom_v1_tablet_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +987,7 @@ func (x *PrefixValues) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefixValues.ProtoReflect.Descriptor instead.
 func (*PrefixValues) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{9}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PrefixValues) GetValues() [][]byte {
@@ -700,7 +1009,7 @@ type PrefixLookupBucketResult struct {
 
 func (x *PrefixLookupBucketResult) Reset() {
 	*x = PrefixLookupBucketResult{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[10]
+	mi := &file_strom_v1_tablet_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -712,7 +1021,7 @@ func (x *PrefixLookupBucketResult) String() string {
 func (*PrefixLookupBucketResult) ProtoMessage() {}
 
 func (x *PrefixLookupBucketResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[10]
+	mi := &file_strom_v1_tablet_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -725,7 +1034,7 @@ func (x *PrefixLookupBucketResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefixLookupBucketResult.ProtoReflect.Descriptor instead.
 func (*PrefixLookupBucketResult) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{10}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PrefixLookupBucketResult) GetBucket() int32 {
@@ -761,7 +1070,7 @@ type PrefixLookupResponse struct {
 
 func (x *PrefixLookupResponse) Reset() {
 	*x = PrefixLookupResponse{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[11]
+	mi := &file_strom_v1_tablet_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -773,7 +1082,7 @@ func (x *PrefixLookupResponse) String() string {
 func (*PrefixLookupResponse) ProtoMessage() {}
 
 func (x *PrefixLookupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[11]
+	mi := &file_strom_v1_tablet_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -786,7 +1095,7 @@ func (x *PrefixLookupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefixLookupResponse.ProtoReflect.Descriptor instead.
 func (*PrefixLookupResponse) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{11}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PrefixLookupResponse) GetBuckets() []*PrefixLookupBucketResult {
@@ -823,7 +1132,7 @@ type ScanKvRequest struct {
 
 func (x *ScanKvRequest) Reset() {
 	*x = ScanKvRequest{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[12]
+	mi := &file_strom_v1_tablet_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -835,7 +1144,7 @@ func (x *ScanKvRequest) String() string {
 func (*ScanKvRequest) ProtoMessage() {}
 
 func (x *ScanKvRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[12]
+	mi := &file_strom_v1_tablet_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -848,7 +1157,7 @@ func (x *ScanKvRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanKvRequest.ProtoReflect.Descriptor instead.
 func (*ScanKvRequest) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{12}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ScanKvRequest) GetDatabase() string {
@@ -918,7 +1227,7 @@ type ScanKvResponse struct {
 
 func (x *ScanKvResponse) Reset() {
 	*x = ScanKvResponse{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[13]
+	mi := &file_strom_v1_tablet_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -930,7 +1239,7 @@ func (x *ScanKvResponse) String() string {
 func (*ScanKvResponse) ProtoMessage() {}
 
 func (x *ScanKvResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[13]
+	mi := &file_strom_v1_tablet_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -943,7 +1252,7 @@ func (x *ScanKvResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanKvResponse.ProtoReflect.Descriptor instead.
 func (*ScanKvResponse) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{13}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ScanKvResponse) GetScannerId() []byte {
@@ -993,7 +1302,7 @@ type ProduceBucket struct {
 
 func (x *ProduceBucket) Reset() {
 	*x = ProduceBucket{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[14]
+	mi := &file_strom_v1_tablet_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1005,7 +1314,7 @@ func (x *ProduceBucket) String() string {
 func (*ProduceBucket) ProtoMessage() {}
 
 func (x *ProduceBucket) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[14]
+	mi := &file_strom_v1_tablet_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1018,7 +1327,7 @@ func (x *ProduceBucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceBucket.ProtoReflect.Descriptor instead.
 func (*ProduceBucket) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{14}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ProduceBucket) GetBucket() int32 {
@@ -1055,7 +1364,7 @@ type ProduceLogRequest struct {
 
 func (x *ProduceLogRequest) Reset() {
 	*x = ProduceLogRequest{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[15]
+	mi := &file_strom_v1_tablet_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1067,7 +1376,7 @@ func (x *ProduceLogRequest) String() string {
 func (*ProduceLogRequest) ProtoMessage() {}
 
 func (x *ProduceLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[15]
+	mi := &file_strom_v1_tablet_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1080,7 +1389,7 @@ func (x *ProduceLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceLogRequest.ProtoReflect.Descriptor instead.
 func (*ProduceLogRequest) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{15}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ProduceLogRequest) GetDatabase() string {
@@ -1142,7 +1451,7 @@ type ProduceBucketResult struct {
 
 func (x *ProduceBucketResult) Reset() {
 	*x = ProduceBucketResult{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[16]
+	mi := &file_strom_v1_tablet_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1154,7 +1463,7 @@ func (x *ProduceBucketResult) String() string {
 func (*ProduceBucketResult) ProtoMessage() {}
 
 func (x *ProduceBucketResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[16]
+	mi := &file_strom_v1_tablet_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1167,7 +1476,7 @@ func (x *ProduceBucketResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceBucketResult.ProtoReflect.Descriptor instead.
 func (*ProduceBucketResult) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{16}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ProduceBucketResult) GetBucket() int32 {
@@ -1207,7 +1516,7 @@ type ProduceLogResponse struct {
 
 func (x *ProduceLogResponse) Reset() {
 	*x = ProduceLogResponse{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[17]
+	mi := &file_strom_v1_tablet_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1219,7 +1528,7 @@ func (x *ProduceLogResponse) String() string {
 func (*ProduceLogResponse) ProtoMessage() {}
 
 func (x *ProduceLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[17]
+	mi := &file_strom_v1_tablet_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1541,7 @@ func (x *ProduceLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceLogResponse.ProtoReflect.Descriptor instead.
 func (*ProduceLogResponse) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{17}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ProduceLogResponse) GetBuckets() []*ProduceBucketResult {
@@ -1256,7 +1565,7 @@ type FetchBucket struct {
 
 func (x *FetchBucket) Reset() {
 	*x = FetchBucket{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[18]
+	mi := &file_strom_v1_tablet_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1577,7 @@ func (x *FetchBucket) String() string {
 func (*FetchBucket) ProtoMessage() {}
 
 func (x *FetchBucket) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[18]
+	mi := &file_strom_v1_tablet_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1590,7 @@ func (x *FetchBucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchBucket.ProtoReflect.Descriptor instead.
 func (*FetchBucket) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{18}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *FetchBucket) GetBucket() int32 {
@@ -1327,7 +1636,7 @@ type FetchLogRequest struct {
 
 func (x *FetchLogRequest) Reset() {
 	*x = FetchLogRequest{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[19]
+	mi := &file_strom_v1_tablet_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1339,7 +1648,7 @@ func (x *FetchLogRequest) String() string {
 func (*FetchLogRequest) ProtoMessage() {}
 
 func (x *FetchLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[19]
+	mi := &file_strom_v1_tablet_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1352,7 +1661,7 @@ func (x *FetchLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchLogRequest.ProtoReflect.Descriptor instead.
 func (*FetchLogRequest) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{19}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FetchLogRequest) GetDatabase() string {
@@ -1435,7 +1744,7 @@ type FetchBucketResult struct {
 
 func (x *FetchBucketResult) Reset() {
 	*x = FetchBucketResult{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[20]
+	mi := &file_strom_v1_tablet_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1447,7 +1756,7 @@ func (x *FetchBucketResult) String() string {
 func (*FetchBucketResult) ProtoMessage() {}
 
 func (x *FetchBucketResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[20]
+	mi := &file_strom_v1_tablet_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1460,7 +1769,7 @@ func (x *FetchBucketResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchBucketResult.ProtoReflect.Descriptor instead.
 func (*FetchBucketResult) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{20}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FetchBucketResult) GetBucket() int32 {
@@ -1524,7 +1833,7 @@ type FetchLogResponse struct {
 
 func (x *FetchLogResponse) Reset() {
 	*x = FetchLogResponse{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[21]
+	mi := &file_strom_v1_tablet_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1845,7 @@ func (x *FetchLogResponse) String() string {
 func (*FetchLogResponse) ProtoMessage() {}
 
 func (x *FetchLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[21]
+	mi := &file_strom_v1_tablet_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1858,7 @@ func (x *FetchLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchLogResponse.ProtoReflect.Descriptor instead.
 func (*FetchLogResponse) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{21}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *FetchLogResponse) GetBuckets() []*FetchBucketResult {
@@ -1587,7 +1896,7 @@ type ListOffsetsRequest struct {
 
 func (x *ListOffsetsRequest) Reset() {
 	*x = ListOffsetsRequest{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[22]
+	mi := &file_strom_v1_tablet_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1599,7 +1908,7 @@ func (x *ListOffsetsRequest) String() string {
 func (*ListOffsetsRequest) ProtoMessage() {}
 
 func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[22]
+	mi := &file_strom_v1_tablet_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1612,7 +1921,7 @@ func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ListOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{22}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListOffsetsRequest) GetDatabase() string {
@@ -1661,7 +1970,7 @@ type BucketOffset struct {
 
 func (x *BucketOffset) Reset() {
 	*x = BucketOffset{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[23]
+	mi := &file_strom_v1_tablet_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1673,7 +1982,7 @@ func (x *BucketOffset) String() string {
 func (*BucketOffset) ProtoMessage() {}
 
 func (x *BucketOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[23]
+	mi := &file_strom_v1_tablet_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1686,7 +1995,7 @@ func (x *BucketOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BucketOffset.ProtoReflect.Descriptor instead.
 func (*BucketOffset) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{23}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *BucketOffset) GetBucket() int32 {
@@ -1719,7 +2028,7 @@ type ListOffsetsResponse struct {
 
 func (x *ListOffsetsResponse) Reset() {
 	*x = ListOffsetsResponse{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[24]
+	mi := &file_strom_v1_tablet_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1731,7 +2040,7 @@ func (x *ListOffsetsResponse) String() string {
 func (*ListOffsetsResponse) ProtoMessage() {}
 
 func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[24]
+	mi := &file_strom_v1_tablet_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1744,7 +2053,7 @@ func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ListOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{24}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListOffsetsResponse) GetBuckets() []*BucketOffset {
@@ -1768,7 +2077,7 @@ type LimitScanRequest struct {
 
 func (x *LimitScanRequest) Reset() {
 	*x = LimitScanRequest{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[25]
+	mi := &file_strom_v1_tablet_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1780,7 +2089,7 @@ func (x *LimitScanRequest) String() string {
 func (*LimitScanRequest) ProtoMessage() {}
 
 func (x *LimitScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[25]
+	mi := &file_strom_v1_tablet_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1793,7 +2102,7 @@ func (x *LimitScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitScanRequest.ProtoReflect.Descriptor instead.
 func (*LimitScanRequest) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{25}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *LimitScanRequest) GetDatabase() string {
@@ -1845,7 +2154,7 @@ type LimitScanResponse struct {
 
 func (x *LimitScanResponse) Reset() {
 	*x = LimitScanResponse{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[26]
+	mi := &file_strom_v1_tablet_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1857,7 +2166,7 @@ func (x *LimitScanResponse) String() string {
 func (*LimitScanResponse) ProtoMessage() {}
 
 func (x *LimitScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[26]
+	mi := &file_strom_v1_tablet_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1870,7 +2179,7 @@ func (x *LimitScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitScanResponse.ProtoReflect.Descriptor instead.
 func (*LimitScanResponse) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{26}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *LimitScanResponse) GetSchemaId() int32 {
@@ -1909,7 +2218,7 @@ type InitWriterRequest struct {
 
 func (x *InitWriterRequest) Reset() {
 	*x = InitWriterRequest{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[27]
+	mi := &file_strom_v1_tablet_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1921,7 +2230,7 @@ func (x *InitWriterRequest) String() string {
 func (*InitWriterRequest) ProtoMessage() {}
 
 func (x *InitWriterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[27]
+	mi := &file_strom_v1_tablet_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1934,7 +2243,7 @@ func (x *InitWriterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitWriterRequest.ProtoReflect.Descriptor instead.
 func (*InitWriterRequest) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{27}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{31}
 }
 
 type InitWriterResponse struct {
@@ -1946,7 +2255,7 @@ type InitWriterResponse struct {
 
 func (x *InitWriterResponse) Reset() {
 	*x = InitWriterResponse{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[28]
+	mi := &file_strom_v1_tablet_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1958,7 +2267,7 @@ func (x *InitWriterResponse) String() string {
 func (*InitWriterResponse) ProtoMessage() {}
 
 func (x *InitWriterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[28]
+	mi := &file_strom_v1_tablet_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1971,7 +2280,7 @@ func (x *InitWriterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitWriterResponse.ProtoReflect.Descriptor instead.
 func (*InitWriterResponse) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{28}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *InitWriterResponse) GetWriterId() int64 {
@@ -1985,7 +2294,29 @@ var File_strom_v1_tablet_proto protoreflect.FileDescriptor
 
 const file_strom_v1_tablet_proto_rawDesc = "" +
 	"\n" +
-	"\x15strom/v1/tablet.proto\x12\bstrom.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x15strom/v1/errors.proto\"?\n" +
+	"\x15strom/v1/tablet.proto\x12\bstrom.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x15strom/v1/errors.proto\"d\n" +
+	"\x16DescribeBucketsRequest\x12\x1a\n" +
+	"\bdatabase\x18\x01 \x01(\tR\bdatabase\x12\x14\n" +
+	"\x05table\x18\x02 \x01(\tR\x05table\x12\x18\n" +
+	"\abuckets\x18\x03 \x03(\x05R\abuckets\"\x9e\x01\n" +
+	"\fReplicaState\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\x05R\x04node\x12$\n" +
+	"\x0elog_end_offset\x18\x02 \x01(\x03R\flogEndOffset\x12\x10\n" +
+	"\x03lag\x18\x03 \x01(\x03R\x03lag\x12\x17\n" +
+	"\ain_sync\x18\x04 \x01(\bR\x06inSync\x12)\n" +
+	"\x11caught_up_time_ms\x18\x05 \x01(\x03R\x0ecaughtUpTimeMs\"\xca\x02\n" +
+	"\vBucketState\x12\x16\n" +
+	"\x06bucket\x18\x01 \x01(\x05R\x06bucket\x12+\n" +
+	"\x05error\x18\x02 \x01(\v2\x15.strom.v1.ErrorDetailR\x05error\x12\x16\n" +
+	"\x06leader\x18\x03 \x01(\x05R\x06leader\x12!\n" +
+	"\fleader_epoch\x18\x04 \x01(\x05R\vleaderEpoch\x12\x10\n" +
+	"\x03isr\x18\x05 \x03(\x05R\x03isr\x12%\n" +
+	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\x12(\n" +
+	"\x10log_start_offset\x18\a \x01(\x03R\x0elogStartOffset\x12$\n" +
+	"\x0elog_end_offset\x18\b \x01(\x03R\flogEndOffset\x122\n" +
+	"\breplicas\x18\t \x03(\v2\x16.strom.v1.ReplicaStateR\breplicas\"J\n" +
+	"\x17DescribeBucketsResponse\x12/\n" +
+	"\abuckets\x18\x01 \x03(\v2\x15.strom.v1.BucketStateR\abuckets\"?\n" +
 	"\vPutKvBucket\x12\x16\n" +
 	"\x06bucket\x18\x01 \x01(\x05R\x06bucket\x12\x18\n" +
 	"\arecords\x18\x02 \x01(\fR\arecords\"\xb9\x02\n" +
@@ -2129,7 +2460,7 @@ const file_strom_v1_tablet_proto_rawDesc = "" +
 	"\x17OFFSET_SPEC_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14OFFSET_SPEC_EARLIEST\x10\x01\x12\x16\n" +
 	"\x12OFFSET_SPEC_LATEST\x10\x02\x12\x19\n" +
-	"\x15OFFSET_SPEC_TIMESTAMP\x10\x032\xf9\x04\n" +
+	"\x15OFFSET_SPEC_TIMESTAMP\x10\x032\xd1\x05\n" +
 	"\rTabletService\x12G\n" +
 	"\n" +
 	"ProduceLog\x12\x1b.strom.v1.ProduceLogRequest\x1a\x1c.strom.v1.ProduceLogResponse\x12A\n" +
@@ -2141,7 +2472,8 @@ const file_strom_v1_tablet_proto_rawDesc = "" +
 	"\x05PutKv\x12\x16.strom.v1.PutKvRequest\x1a\x17.strom.v1.PutKvResponse\x12;\n" +
 	"\x06Lookup\x12\x17.strom.v1.LookupRequest\x1a\x18.strom.v1.LookupResponse\x12M\n" +
 	"\fPrefixLookup\x12\x1d.strom.v1.PrefixLookupRequest\x1a\x1e.strom.v1.PrefixLookupResponse\x12;\n" +
-	"\x06ScanKv\x12\x17.strom.v1.ScanKvRequest\x1a\x18.strom.v1.ScanKvResponseB Z\x1estrom/rpc/gen/strom/v1;stromv1b\x06proto3"
+	"\x06ScanKv\x12\x17.strom.v1.ScanKvRequest\x1a\x18.strom.v1.ScanKvResponse\x12V\n" +
+	"\x0fDescribeBuckets\x12 .strom.v1.DescribeBucketsRequest\x1a!.strom.v1.DescribeBucketsResponseB Z\x1estrom/rpc/gen/strom/v1;stromv1b\x06proto3"
 
 var (
 	file_strom_v1_tablet_proto_rawDescOnce sync.Once
@@ -2156,94 +2488,103 @@ func file_strom_v1_tablet_proto_rawDescGZIP() []byte {
 }
 
 var file_strom_v1_tablet_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_strom_v1_tablet_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_strom_v1_tablet_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_strom_v1_tablet_proto_goTypes = []any{
 	(OffsetSpec)(0),                  // 0: strom.v1.OffsetSpec
-	(*PutKvBucket)(nil),              // 1: strom.v1.PutKvBucket
-	(*PutKvRequest)(nil),             // 2: strom.v1.PutKvRequest
-	(*PutKvResponse)(nil),            // 3: strom.v1.PutKvResponse
-	(*LookupBucket)(nil),             // 4: strom.v1.LookupBucket
-	(*LookupValue)(nil),              // 5: strom.v1.LookupValue
-	(*LookupRequest)(nil),            // 6: strom.v1.LookupRequest
-	(*LookupBucketResult)(nil),       // 7: strom.v1.LookupBucketResult
-	(*LookupResponse)(nil),           // 8: strom.v1.LookupResponse
-	(*PrefixLookupRequest)(nil),      // 9: strom.v1.PrefixLookupRequest
-	(*PrefixValues)(nil),             // 10: strom.v1.PrefixValues
-	(*PrefixLookupBucketResult)(nil), // 11: strom.v1.PrefixLookupBucketResult
-	(*PrefixLookupResponse)(nil),     // 12: strom.v1.PrefixLookupResponse
-	(*ScanKvRequest)(nil),            // 13: strom.v1.ScanKvRequest
-	(*ScanKvResponse)(nil),           // 14: strom.v1.ScanKvResponse
-	(*ProduceBucket)(nil),            // 15: strom.v1.ProduceBucket
-	(*ProduceLogRequest)(nil),        // 16: strom.v1.ProduceLogRequest
-	(*ProduceBucketResult)(nil),      // 17: strom.v1.ProduceBucketResult
-	(*ProduceLogResponse)(nil),       // 18: strom.v1.ProduceLogResponse
-	(*FetchBucket)(nil),              // 19: strom.v1.FetchBucket
-	(*FetchLogRequest)(nil),          // 20: strom.v1.FetchLogRequest
-	(*FetchBucketResult)(nil),        // 21: strom.v1.FetchBucketResult
-	(*FetchLogResponse)(nil),         // 22: strom.v1.FetchLogResponse
-	(*ListOffsetsRequest)(nil),       // 23: strom.v1.ListOffsetsRequest
-	(*BucketOffset)(nil),             // 24: strom.v1.BucketOffset
-	(*ListOffsetsResponse)(nil),      // 25: strom.v1.ListOffsetsResponse
-	(*LimitScanRequest)(nil),         // 26: strom.v1.LimitScanRequest
-	(*LimitScanResponse)(nil),        // 27: strom.v1.LimitScanResponse
-	(*InitWriterRequest)(nil),        // 28: strom.v1.InitWriterRequest
-	(*InitWriterResponse)(nil),       // 29: strom.v1.InitWriterResponse
-	(*structpb.Struct)(nil),          // 30: google.protobuf.Struct
-	(*ErrorDetail)(nil),              // 31: strom.v1.ErrorDetail
+	(*DescribeBucketsRequest)(nil),   // 1: strom.v1.DescribeBucketsRequest
+	(*ReplicaState)(nil),             // 2: strom.v1.ReplicaState
+	(*BucketState)(nil),              // 3: strom.v1.BucketState
+	(*DescribeBucketsResponse)(nil),  // 4: strom.v1.DescribeBucketsResponse
+	(*PutKvBucket)(nil),              // 5: strom.v1.PutKvBucket
+	(*PutKvRequest)(nil),             // 6: strom.v1.PutKvRequest
+	(*PutKvResponse)(nil),            // 7: strom.v1.PutKvResponse
+	(*LookupBucket)(nil),             // 8: strom.v1.LookupBucket
+	(*LookupValue)(nil),              // 9: strom.v1.LookupValue
+	(*LookupRequest)(nil),            // 10: strom.v1.LookupRequest
+	(*LookupBucketResult)(nil),       // 11: strom.v1.LookupBucketResult
+	(*LookupResponse)(nil),           // 12: strom.v1.LookupResponse
+	(*PrefixLookupRequest)(nil),      // 13: strom.v1.PrefixLookupRequest
+	(*PrefixValues)(nil),             // 14: strom.v1.PrefixValues
+	(*PrefixLookupBucketResult)(nil), // 15: strom.v1.PrefixLookupBucketResult
+	(*PrefixLookupResponse)(nil),     // 16: strom.v1.PrefixLookupResponse
+	(*ScanKvRequest)(nil),            // 17: strom.v1.ScanKvRequest
+	(*ScanKvResponse)(nil),           // 18: strom.v1.ScanKvResponse
+	(*ProduceBucket)(nil),            // 19: strom.v1.ProduceBucket
+	(*ProduceLogRequest)(nil),        // 20: strom.v1.ProduceLogRequest
+	(*ProduceBucketResult)(nil),      // 21: strom.v1.ProduceBucketResult
+	(*ProduceLogResponse)(nil),       // 22: strom.v1.ProduceLogResponse
+	(*FetchBucket)(nil),              // 23: strom.v1.FetchBucket
+	(*FetchLogRequest)(nil),          // 24: strom.v1.FetchLogRequest
+	(*FetchBucketResult)(nil),        // 25: strom.v1.FetchBucketResult
+	(*FetchLogResponse)(nil),         // 26: strom.v1.FetchLogResponse
+	(*ListOffsetsRequest)(nil),       // 27: strom.v1.ListOffsetsRequest
+	(*BucketOffset)(nil),             // 28: strom.v1.BucketOffset
+	(*ListOffsetsResponse)(nil),      // 29: strom.v1.ListOffsetsResponse
+	(*LimitScanRequest)(nil),         // 30: strom.v1.LimitScanRequest
+	(*LimitScanResponse)(nil),        // 31: strom.v1.LimitScanResponse
+	(*InitWriterRequest)(nil),        // 32: strom.v1.InitWriterRequest
+	(*InitWriterResponse)(nil),       // 33: strom.v1.InitWriterResponse
+	(*ErrorDetail)(nil),              // 34: strom.v1.ErrorDetail
+	(*structpb.Struct)(nil),          // 35: google.protobuf.Struct
 }
 var file_strom_v1_tablet_proto_depIdxs = []int32{
-	1,  // 0: strom.v1.PutKvRequest.buckets:type_name -> strom.v1.PutKvBucket
-	30, // 1: strom.v1.PutKvRequest.rows:type_name -> google.protobuf.Struct
-	30, // 2: strom.v1.PutKvRequest.deletes:type_name -> google.protobuf.Struct
-	17, // 3: strom.v1.PutKvResponse.buckets:type_name -> strom.v1.ProduceBucketResult
-	4,  // 4: strom.v1.LookupRequest.buckets:type_name -> strom.v1.LookupBucket
-	30, // 5: strom.v1.LookupRequest.keys:type_name -> google.protobuf.Struct
-	5,  // 6: strom.v1.LookupBucketResult.values:type_name -> strom.v1.LookupValue
-	31, // 7: strom.v1.LookupBucketResult.error:type_name -> strom.v1.ErrorDetail
-	7,  // 8: strom.v1.LookupResponse.buckets:type_name -> strom.v1.LookupBucketResult
-	30, // 9: strom.v1.LookupResponse.rows:type_name -> google.protobuf.Struct
-	4,  // 10: strom.v1.PrefixLookupRequest.buckets:type_name -> strom.v1.LookupBucket
-	30, // 11: strom.v1.PrefixLookupRequest.prefixes:type_name -> google.protobuf.Struct
-	10, // 12: strom.v1.PrefixLookupBucketResult.values:type_name -> strom.v1.PrefixValues
-	31, // 13: strom.v1.PrefixLookupBucketResult.error:type_name -> strom.v1.ErrorDetail
-	11, // 14: strom.v1.PrefixLookupResponse.buckets:type_name -> strom.v1.PrefixLookupBucketResult
-	30, // 15: strom.v1.PrefixLookupResponse.rows:type_name -> google.protobuf.Struct
-	30, // 16: strom.v1.ScanKvResponse.rows:type_name -> google.protobuf.Struct
-	15, // 17: strom.v1.ProduceLogRequest.buckets:type_name -> strom.v1.ProduceBucket
-	30, // 18: strom.v1.ProduceLogRequest.rows:type_name -> google.protobuf.Struct
-	31, // 19: strom.v1.ProduceBucketResult.error:type_name -> strom.v1.ErrorDetail
-	17, // 20: strom.v1.ProduceLogResponse.buckets:type_name -> strom.v1.ProduceBucketResult
-	19, // 21: strom.v1.FetchLogRequest.buckets:type_name -> strom.v1.FetchBucket
-	30, // 22: strom.v1.FetchBucketResult.rows:type_name -> google.protobuf.Struct
-	31, // 23: strom.v1.FetchBucketResult.error:type_name -> strom.v1.ErrorDetail
-	21, // 24: strom.v1.FetchLogResponse.buckets:type_name -> strom.v1.FetchBucketResult
-	0,  // 25: strom.v1.ListOffsetsRequest.spec:type_name -> strom.v1.OffsetSpec
-	31, // 26: strom.v1.BucketOffset.error:type_name -> strom.v1.ErrorDetail
-	24, // 27: strom.v1.ListOffsetsResponse.buckets:type_name -> strom.v1.BucketOffset
-	30, // 28: strom.v1.LimitScanResponse.rows:type_name -> google.protobuf.Struct
-	16, // 29: strom.v1.TabletService.ProduceLog:input_type -> strom.v1.ProduceLogRequest
-	20, // 30: strom.v1.TabletService.FetchLog:input_type -> strom.v1.FetchLogRequest
-	23, // 31: strom.v1.TabletService.ListOffsets:input_type -> strom.v1.ListOffsetsRequest
-	26, // 32: strom.v1.TabletService.LimitScan:input_type -> strom.v1.LimitScanRequest
-	28, // 33: strom.v1.TabletService.InitWriter:input_type -> strom.v1.InitWriterRequest
-	2,  // 34: strom.v1.TabletService.PutKv:input_type -> strom.v1.PutKvRequest
-	6,  // 35: strom.v1.TabletService.Lookup:input_type -> strom.v1.LookupRequest
-	9,  // 36: strom.v1.TabletService.PrefixLookup:input_type -> strom.v1.PrefixLookupRequest
-	13, // 37: strom.v1.TabletService.ScanKv:input_type -> strom.v1.ScanKvRequest
-	18, // 38: strom.v1.TabletService.ProduceLog:output_type -> strom.v1.ProduceLogResponse
-	22, // 39: strom.v1.TabletService.FetchLog:output_type -> strom.v1.FetchLogResponse
-	25, // 40: strom.v1.TabletService.ListOffsets:output_type -> strom.v1.ListOffsetsResponse
-	27, // 41: strom.v1.TabletService.LimitScan:output_type -> strom.v1.LimitScanResponse
-	29, // 42: strom.v1.TabletService.InitWriter:output_type -> strom.v1.InitWriterResponse
-	3,  // 43: strom.v1.TabletService.PutKv:output_type -> strom.v1.PutKvResponse
-	8,  // 44: strom.v1.TabletService.Lookup:output_type -> strom.v1.LookupResponse
-	12, // 45: strom.v1.TabletService.PrefixLookup:output_type -> strom.v1.PrefixLookupResponse
-	14, // 46: strom.v1.TabletService.ScanKv:output_type -> strom.v1.ScanKvResponse
-	38, // [38:47] is the sub-list for method output_type
-	29, // [29:38] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	34, // 0: strom.v1.BucketState.error:type_name -> strom.v1.ErrorDetail
+	2,  // 1: strom.v1.BucketState.replicas:type_name -> strom.v1.ReplicaState
+	3,  // 2: strom.v1.DescribeBucketsResponse.buckets:type_name -> strom.v1.BucketState
+	5,  // 3: strom.v1.PutKvRequest.buckets:type_name -> strom.v1.PutKvBucket
+	35, // 4: strom.v1.PutKvRequest.rows:type_name -> google.protobuf.Struct
+	35, // 5: strom.v1.PutKvRequest.deletes:type_name -> google.protobuf.Struct
+	21, // 6: strom.v1.PutKvResponse.buckets:type_name -> strom.v1.ProduceBucketResult
+	8,  // 7: strom.v1.LookupRequest.buckets:type_name -> strom.v1.LookupBucket
+	35, // 8: strom.v1.LookupRequest.keys:type_name -> google.protobuf.Struct
+	9,  // 9: strom.v1.LookupBucketResult.values:type_name -> strom.v1.LookupValue
+	34, // 10: strom.v1.LookupBucketResult.error:type_name -> strom.v1.ErrorDetail
+	11, // 11: strom.v1.LookupResponse.buckets:type_name -> strom.v1.LookupBucketResult
+	35, // 12: strom.v1.LookupResponse.rows:type_name -> google.protobuf.Struct
+	8,  // 13: strom.v1.PrefixLookupRequest.buckets:type_name -> strom.v1.LookupBucket
+	35, // 14: strom.v1.PrefixLookupRequest.prefixes:type_name -> google.protobuf.Struct
+	14, // 15: strom.v1.PrefixLookupBucketResult.values:type_name -> strom.v1.PrefixValues
+	34, // 16: strom.v1.PrefixLookupBucketResult.error:type_name -> strom.v1.ErrorDetail
+	15, // 17: strom.v1.PrefixLookupResponse.buckets:type_name -> strom.v1.PrefixLookupBucketResult
+	35, // 18: strom.v1.PrefixLookupResponse.rows:type_name -> google.protobuf.Struct
+	35, // 19: strom.v1.ScanKvResponse.rows:type_name -> google.protobuf.Struct
+	19, // 20: strom.v1.ProduceLogRequest.buckets:type_name -> strom.v1.ProduceBucket
+	35, // 21: strom.v1.ProduceLogRequest.rows:type_name -> google.protobuf.Struct
+	34, // 22: strom.v1.ProduceBucketResult.error:type_name -> strom.v1.ErrorDetail
+	21, // 23: strom.v1.ProduceLogResponse.buckets:type_name -> strom.v1.ProduceBucketResult
+	23, // 24: strom.v1.FetchLogRequest.buckets:type_name -> strom.v1.FetchBucket
+	35, // 25: strom.v1.FetchBucketResult.rows:type_name -> google.protobuf.Struct
+	34, // 26: strom.v1.FetchBucketResult.error:type_name -> strom.v1.ErrorDetail
+	25, // 27: strom.v1.FetchLogResponse.buckets:type_name -> strom.v1.FetchBucketResult
+	0,  // 28: strom.v1.ListOffsetsRequest.spec:type_name -> strom.v1.OffsetSpec
+	34, // 29: strom.v1.BucketOffset.error:type_name -> strom.v1.ErrorDetail
+	28, // 30: strom.v1.ListOffsetsResponse.buckets:type_name -> strom.v1.BucketOffset
+	35, // 31: strom.v1.LimitScanResponse.rows:type_name -> google.protobuf.Struct
+	20, // 32: strom.v1.TabletService.ProduceLog:input_type -> strom.v1.ProduceLogRequest
+	24, // 33: strom.v1.TabletService.FetchLog:input_type -> strom.v1.FetchLogRequest
+	27, // 34: strom.v1.TabletService.ListOffsets:input_type -> strom.v1.ListOffsetsRequest
+	30, // 35: strom.v1.TabletService.LimitScan:input_type -> strom.v1.LimitScanRequest
+	32, // 36: strom.v1.TabletService.InitWriter:input_type -> strom.v1.InitWriterRequest
+	6,  // 37: strom.v1.TabletService.PutKv:input_type -> strom.v1.PutKvRequest
+	10, // 38: strom.v1.TabletService.Lookup:input_type -> strom.v1.LookupRequest
+	13, // 39: strom.v1.TabletService.PrefixLookup:input_type -> strom.v1.PrefixLookupRequest
+	17, // 40: strom.v1.TabletService.ScanKv:input_type -> strom.v1.ScanKvRequest
+	1,  // 41: strom.v1.TabletService.DescribeBuckets:input_type -> strom.v1.DescribeBucketsRequest
+	22, // 42: strom.v1.TabletService.ProduceLog:output_type -> strom.v1.ProduceLogResponse
+	26, // 43: strom.v1.TabletService.FetchLog:output_type -> strom.v1.FetchLogResponse
+	29, // 44: strom.v1.TabletService.ListOffsets:output_type -> strom.v1.ListOffsetsResponse
+	31, // 45: strom.v1.TabletService.LimitScan:output_type -> strom.v1.LimitScanResponse
+	33, // 46: strom.v1.TabletService.InitWriter:output_type -> strom.v1.InitWriterResponse
+	7,  // 47: strom.v1.TabletService.PutKv:output_type -> strom.v1.PutKvResponse
+	12, // 48: strom.v1.TabletService.Lookup:output_type -> strom.v1.LookupResponse
+	16, // 49: strom.v1.TabletService.PrefixLookup:output_type -> strom.v1.PrefixLookupResponse
+	18, // 50: strom.v1.TabletService.ScanKv:output_type -> strom.v1.ScanKvResponse
+	4,  // 51: strom.v1.TabletService.DescribeBuckets:output_type -> strom.v1.DescribeBucketsResponse
+	42, // [42:52] is the sub-list for method output_type
+	32, // [32:42] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_strom_v1_tablet_proto_init() }
@@ -2252,15 +2593,15 @@ func file_strom_v1_tablet_proto_init() {
 		return
 	}
 	file_strom_v1_errors_proto_init()
-	file_strom_v1_tablet_proto_msgTypes[1].OneofWrappers = []any{}
-	file_strom_v1_tablet_proto_msgTypes[15].OneofWrappers = []any{}
+	file_strom_v1_tablet_proto_msgTypes[5].OneofWrappers = []any{}
+	file_strom_v1_tablet_proto_msgTypes[19].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strom_v1_tablet_proto_rawDesc), len(file_strom_v1_tablet_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   29,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

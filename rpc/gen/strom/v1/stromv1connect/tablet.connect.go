@@ -55,6 +55,9 @@ const (
 	TabletServicePrefixLookupProcedure = "/strom.v1.TabletService/PrefixLookup"
 	// TabletServiceScanKvProcedure is the fully-qualified name of the TabletService's ScanKv RPC.
 	TabletServiceScanKvProcedure = "/strom.v1.TabletService/ScanKv"
+	// TabletServiceDescribeBucketsProcedure is the fully-qualified name of the TabletService's
+	// DescribeBuckets RPC.
+	TabletServiceDescribeBucketsProcedure = "/strom.v1.TabletService/DescribeBuckets"
 )
 
 // TabletServiceClient is a client for the strom.v1.TabletService service.
@@ -83,6 +86,13 @@ type TabletServiceClient interface {
 	PrefixLookup(context.Context, *connect.Request[v1.PrefixLookupRequest]) (*connect.Response[v1.PrefixLookupResponse], error)
 	// ScanKv reads a consistent snapshot of a primary-key bucket, page by page.
 	ScanKv(context.Context, *connect.Request[v1.ScanKvRequest]) (*connect.Response[v1.ScanKvResponse], error)
+	// DescribeBuckets reports the replication state of buckets as their
+	// leader knows it (Kafka's DescribeTopicPartitions with ListOffsets, per
+	// replica: only the leader knows how far each follower got): leader
+	// epoch, ISR, high watermark, log start and end, and each replica's log
+	// end and lag. Send it to each bucket's leader; a bucket the answering
+	// node does not lead gets NOT_LEADER_OR_FOLLOWER in its result.
+	DescribeBuckets(context.Context, *connect.Request[v1.DescribeBucketsRequest]) (*connect.Response[v1.DescribeBucketsResponse], error)
 }
 
 // NewTabletServiceClient constructs a client for the strom.v1.TabletService service. By default, it
@@ -150,20 +160,27 @@ func NewTabletServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(tabletServiceMethods.ByName("ScanKv")),
 			connect.WithClientOptions(opts...),
 		),
+		describeBuckets: connect.NewClient[v1.DescribeBucketsRequest, v1.DescribeBucketsResponse](
+			httpClient,
+			baseURL+TabletServiceDescribeBucketsProcedure,
+			connect.WithSchema(tabletServiceMethods.ByName("DescribeBuckets")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // tabletServiceClient implements TabletServiceClient.
 type tabletServiceClient struct {
-	produceLog   *connect.Client[v1.ProduceLogRequest, v1.ProduceLogResponse]
-	fetchLog     *connect.Client[v1.FetchLogRequest, v1.FetchLogResponse]
-	listOffsets  *connect.Client[v1.ListOffsetsRequest, v1.ListOffsetsResponse]
-	limitScan    *connect.Client[v1.LimitScanRequest, v1.LimitScanResponse]
-	initWriter   *connect.Client[v1.InitWriterRequest, v1.InitWriterResponse]
-	putKv        *connect.Client[v1.PutKvRequest, v1.PutKvResponse]
-	lookup       *connect.Client[v1.LookupRequest, v1.LookupResponse]
-	prefixLookup *connect.Client[v1.PrefixLookupRequest, v1.PrefixLookupResponse]
-	scanKv       *connect.Client[v1.ScanKvRequest, v1.ScanKvResponse]
+	produceLog      *connect.Client[v1.ProduceLogRequest, v1.ProduceLogResponse]
+	fetchLog        *connect.Client[v1.FetchLogRequest, v1.FetchLogResponse]
+	listOffsets     *connect.Client[v1.ListOffsetsRequest, v1.ListOffsetsResponse]
+	limitScan       *connect.Client[v1.LimitScanRequest, v1.LimitScanResponse]
+	initWriter      *connect.Client[v1.InitWriterRequest, v1.InitWriterResponse]
+	putKv           *connect.Client[v1.PutKvRequest, v1.PutKvResponse]
+	lookup          *connect.Client[v1.LookupRequest, v1.LookupResponse]
+	prefixLookup    *connect.Client[v1.PrefixLookupRequest, v1.PrefixLookupResponse]
+	scanKv          *connect.Client[v1.ScanKvRequest, v1.ScanKvResponse]
+	describeBuckets *connect.Client[v1.DescribeBucketsRequest, v1.DescribeBucketsResponse]
 }
 
 // ProduceLog calls strom.v1.TabletService.ProduceLog.
@@ -211,6 +228,11 @@ func (c *tabletServiceClient) ScanKv(ctx context.Context, req *connect.Request[v
 	return c.scanKv.CallUnary(ctx, req)
 }
 
+// DescribeBuckets calls strom.v1.TabletService.DescribeBuckets.
+func (c *tabletServiceClient) DescribeBuckets(ctx context.Context, req *connect.Request[v1.DescribeBucketsRequest]) (*connect.Response[v1.DescribeBucketsResponse], error) {
+	return c.describeBuckets.CallUnary(ctx, req)
+}
+
 // TabletServiceHandler is an implementation of the strom.v1.TabletService service.
 type TabletServiceHandler interface {
 	// ProduceLog appends rows to a log table. Batches go to the bucket the
@@ -237,6 +259,13 @@ type TabletServiceHandler interface {
 	PrefixLookup(context.Context, *connect.Request[v1.PrefixLookupRequest]) (*connect.Response[v1.PrefixLookupResponse], error)
 	// ScanKv reads a consistent snapshot of a primary-key bucket, page by page.
 	ScanKv(context.Context, *connect.Request[v1.ScanKvRequest]) (*connect.Response[v1.ScanKvResponse], error)
+	// DescribeBuckets reports the replication state of buckets as their
+	// leader knows it (Kafka's DescribeTopicPartitions with ListOffsets, per
+	// replica: only the leader knows how far each follower got): leader
+	// epoch, ISR, high watermark, log start and end, and each replica's log
+	// end and lag. Send it to each bucket's leader; a bucket the answering
+	// node does not lead gets NOT_LEADER_OR_FOLLOWER in its result.
+	DescribeBuckets(context.Context, *connect.Request[v1.DescribeBucketsRequest]) (*connect.Response[v1.DescribeBucketsResponse], error)
 }
 
 // NewTabletServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -300,6 +329,12 @@ func NewTabletServiceHandler(svc TabletServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(tabletServiceMethods.ByName("ScanKv")),
 		connect.WithHandlerOptions(opts...),
 	)
+	tabletServiceDescribeBucketsHandler := connect.NewUnaryHandler(
+		TabletServiceDescribeBucketsProcedure,
+		svc.DescribeBuckets,
+		connect.WithSchema(tabletServiceMethods.ByName("DescribeBuckets")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/strom.v1.TabletService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case TabletServiceProduceLogProcedure:
@@ -320,6 +355,8 @@ func NewTabletServiceHandler(svc TabletServiceHandler, opts ...connect.HandlerOp
 			tabletServicePrefixLookupHandler.ServeHTTP(w, r)
 		case TabletServiceScanKvProcedure:
 			tabletServiceScanKvHandler.ServeHTTP(w, r)
+		case TabletServiceDescribeBucketsProcedure:
+			tabletServiceDescribeBucketsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -363,4 +400,8 @@ func (UnimplementedTabletServiceHandler) PrefixLookup(context.Context, *connect.
 
 func (UnimplementedTabletServiceHandler) ScanKv(context.Context, *connect.Request[v1.ScanKvRequest]) (*connect.Response[v1.ScanKvResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strom.v1.TabletService.ScanKv is not implemented"))
+}
+
+func (UnimplementedTabletServiceHandler) DescribeBuckets(context.Context, *connect.Request[v1.DescribeBucketsRequest]) (*connect.Response[v1.DescribeBucketsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strom.v1.TabletService.DescribeBuckets is not implemented"))
 }
