@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -20,13 +21,13 @@ import (
 )
 
 // startNode runs a real single-node server in-process.
-func startNode(t *testing.T) *client.Client {
+func startNode(t testing.TB) *client.Client {
 	t.Helper()
 	return startNodeIn(t, t.TempDir())
 }
 
 // startNodeIn is startNode with its data in dir.
-func startNodeIn(t *testing.T, dir string) *client.Client {
+func startNodeIn(t testing.TB, dir string) *client.Client {
 	t.Helper()
 	s := startServer(t, dir, "127.0.0.1:0")
 	c, err := client.New(s.Addr())
@@ -37,8 +38,9 @@ func startNodeIn(t *testing.T, dir string) *client.Client {
 }
 
 // startServer runs a real single-node server in-process, its data in dir
-// and its API on listen, and returns once it is ready.
-func startServer(t *testing.T, dir, listen string) *server.Server {
+// and its API on listen, and returns once it is ready. A benchmark's server
+// logs only warnings and errors.
+func startServer(t testing.TB, dir, listen string) *server.Server {
 	t.Helper()
 	cfg := server.DefaultConfig()
 	cfg.DataDir = dir
@@ -51,7 +53,11 @@ func startServer(t *testing.T, dir, listen string) *server.Server {
 	ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := server.Start(ctx, cfg, metatest.Logger(t))
+	lg := metatest.Logger(t)
+	if _, ok := t.(*testing.B); ok {
+		lg = metatest.LoggerAt(t, slog.LevelWarn)
+	}
+	s, err := server.Start(ctx, cfg, lg)
 	if err != nil {
 		t.Fatal(err)
 	}

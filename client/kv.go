@@ -157,9 +157,10 @@ func (e *kvEncoder) size() int              { return e.b.Size() }
 func (e *kvEncoder) build() ([]byte, error) { return e.b.Build(), nil }
 
 // Lookuper looks rows of a primary-key table up by key or key prefix.
-// Lookup sends the keys it is given in one request; Get batches the keys of
-// concurrent callers under the hood. It is safe for concurrent use; Close
-// stops Get's batcher.
+// Lookup sends the keys it is given in one request per leader; Get batches
+// the keys of concurrent callers under the hood, with up to
+// LookupMaxInflight requests in flight per leader node. It is safe for
+// concurrent use; Close stops Get's batcher.
 type Lookuper struct {
 	t         *Table
 	pk        *record.KeyCodec
@@ -170,30 +171,45 @@ type Lookuper struct {
 	startOnce sync.Once
 	queue     chan lookupCall
 	stop      chan struct{}
-	stopped   chan struct{}
+	stopped   chan struct{} // closed once the batcher and every request it sent are done
 }
 
 type lookupConfig struct {
-	maxBatch     int           // client.lookup.max-batch-size
+	maxBatch     int           // client.lookup.batch-size
 	batchTimeout time.Duration // client.lookup.batch-timeout
+	maxInflight  int           // client.lookup.max-inflight-requests
 }
 
 // LookupOption configures a Lookuper.
 type LookupOption func(*lookupConfig)
 
-// LookupBatchSize is the most keys Get puts in one request (default 128).
+// LookupBatchSize is the most keys Get puts in one batch (default 128,
+// Fluss's client.lookup.batch-size); a batch is sent as one request per
+// leader node of its keys.
 func LookupBatchSize(n int) LookupOption { return func(c *lookupConfig) { c.maxBatch = n } }
 
 // LookupBatchTimeout is how long Get waits for more keys to join a
-// request (default 1ms).
+// batch (default 1ms; Fluss's client.lookup.batch-timeout is 100ms, which
+// would add that much latency to a lone Get).
 func LookupBatchTimeout(d time.Duration) LookupOption {
 	return func(c *lookupConfig) { c.batchTimeout = d }
 }
 
+// LookupMaxInflight is how many of Get's Lookup requests may be in flight
+// to one leader node at once (default 128, Fluss's
+// client.lookup.max-inflight-requests). When a node has that many, the
+// batcher waits for one to finish before it sends more to any node, and
+// Get blocks once the batcher's queue (LookupBatchSize calls) is full:
+// back-pressure. With more than one in flight, Gets of the same key sent
+// at about the same time may be answered in any order, as in Fluss.
+func LookupMaxInflight(n int) LookupOption { return func(c *lookupConfig) { c.maxInflight = n } }
+
+// ErrLookuperClosed is returned by Get after Close.
+var ErrLookuperClosed = errors.New("client: lookuper is closed")
+
 type lookupCall struct {
-	ctx  context.Context
-	key  record.Row
-	done chan lookupAnswer
+	key  lookupKey
+	done chan lookupAnswer // buffered: the answer never waits for the caller
 }
 
 type lookupAnswer struct {
@@ -201,17 +217,24 @@ type lookupAnswer struct {
 	err error
 }
 
+// lookupKey is a primary key encoded, with its bucket.
+type lookupKey struct {
+	bucket int32
+	key    []byte
+}
+
 // NewLookuper returns a Lookuper for a primary-key table.
 func (t *Table) NewLookuper(opts ...LookupOption) (*Lookuper, error) {
 	if len(t.schema.PrimaryKey) == 0 {
 		return nil, fmt.Errorf("client: %s.%s is a log table: it has no keys to look up", t.info.Database, t.info.Table)
 	}
-	l := &Lookuper{t: t, cfg: lookupConfig{maxBatch: 128, batchTimeout: time.Millisecond}}
+	l := &Lookuper{t: t, cfg: lookupConfig{maxBatch: 128, batchTimeout: time.Millisecond, maxInflight: 128}}
 	for _, o := range opts {
 		o(&l.cfg)
 	}
-	if l.cfg.maxBatch < 1 || l.cfg.batchTimeout < 0 {
-		return nil, fmt.Errorf("client: lookup batch size %d and timeout %s: want ≥ 1 and ≥ 0", l.cfg.maxBatch, l.cfg.batchTimeout)
+	if l.cfg.maxBatch < 1 || l.cfg.batchTimeout < 0 || l.cfg.maxInflight < 1 {
+		return nil, fmt.Errorf("client: lookup batch size %d, batch timeout %s and max in-flight requests %d: want ≥ 1, ≥ 0 and ≥ 1",
+			l.cfg.maxBatch, l.cfg.batchTimeout, l.cfg.maxInflight)
 	}
 	var err error
 	if l.pk, err = record.NewKeyCodec(t.schema.Columns, t.schema.PrimaryKey); err != nil {
@@ -250,35 +273,68 @@ func (l *Lookuper) bucketOf(row record.Row) (int32, error) {
 	return int32(record.BucketOf(k, int(l.t.Buckets()))), nil
 }
 
+// encode checks and encodes a primary key (the values of the primary-key
+// columns, in primary-key order).
+func (l *Lookuper) encode(k record.Row) (lookupKey, error) {
+	row, err := l.fullRow(l.t.schema.PrimaryKey, k)
+	if err != nil {
+		return lookupKey{}, err
+	}
+	b, err := l.bucketOf(row)
+	if err != nil {
+		return lookupKey{}, err
+	}
+	key, err := l.pk.AppendRow(nil, row)
+	if err != nil {
+		return lookupKey{}, err
+	}
+	return lookupKey{bucket: b, key: key}, nil
+}
+
 // Lookup returns the rows of the given primary keys (each the values of
 // the primary-key columns, in primary-key order), nil where a key has no
-// row. Keys are grouped per bucket into one request.
+// row. Keys are grouped per bucket, and the buckets per leader, into one
+// request per leader node.
 func (l *Lookuper) Lookup(ctx context.Context, keys ...record.Row) ([]record.Row, error) {
+	enc := make([]lookupKey, len(keys))
+	for i, k := range keys {
+		var err error
+		if enc[i], err = l.encode(k); err != nil {
+			return nil, err
+		}
+	}
+	values, err := l.lookup(ctx, enc)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]record.Row, len(keys))
+	for i, v := range values {
+		if v != nil {
+			if out[i], err = l.decode(v); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// lookup sends keys to their buckets' leaders, retrying the buckets not
+// answered yet (after a metadata refresh where the error says so), and
+// returns each key's value, nil where it has none.
+func (l *Lookuper) lookup(ctx context.Context, keys []lookupKey) ([][]byte, error) {
 	type place struct{ bucket, index int }
 	byBucket := map[int32]*stromv1.LookupBucket{}
 	var order []int32
 	places := make([]place, len(keys))
 	for i, k := range keys {
-		row, err := l.fullRow(l.t.schema.PrimaryKey, k)
-		if err != nil {
-			return nil, err
-		}
-		b, err := l.bucketOf(row)
-		if err != nil {
-			return nil, err
-		}
-		key, err := l.pk.AppendRow(nil, row)
-		if err != nil {
-			return nil, err
-		}
-		lb := byBucket[b]
+		lb := byBucket[k.bucket]
 		if lb == nil {
-			lb = &stromv1.LookupBucket{Bucket: b}
-			byBucket[b] = lb
-			order = append(order, b)
+			lb = &stromv1.LookupBucket{Bucket: k.bucket}
+			byBucket[k.bucket] = lb
+			order = append(order, k.bucket)
 		}
-		places[i] = place{int(b), len(lb.Keys)}
-		lb.Keys = append(lb.Keys, key)
+		places[i] = place{int(k.bucket), len(lb.Keys)}
+		lb.Keys = append(lb.Keys, k.key)
 	}
 	// Each leader's buckets in one request; a try asks for the buckets
 	// without an answer yet.
@@ -321,16 +377,14 @@ func (l *Lookuper) Lookup(ctx context.Context, keys ...record.Row) ([]record.Row
 	if err != nil {
 		return nil, err
 	}
-	out := make([]record.Row, len(keys))
+	out := make([][]byte, len(keys))
 	for i, p := range places {
 		r := results[int32(p.bucket)]
 		if r == nil || p.index >= len(r.Values) {
 			return nil, fmt.Errorf("client: lookup answered no value for key %d", i)
 		}
 		if v := r.Values[p.index]; v.Found {
-			if out[i], err = l.decode(v.Value); err != nil {
-				return nil, err
-			}
+			out[i] = v.Value
 		}
 	}
 	return out, nil
@@ -338,18 +392,27 @@ func (l *Lookuper) Lookup(ctx context.Context, keys ...record.Row) ([]record.Row
 
 // Get looks one primary key up (nil when it has no row). Keys of
 // concurrent Get calls are sent together, up to LookupBatchSize keys or
-// after LookupBatchTimeout.
+// after LookupBatchTimeout, with up to LookupMaxInflight requests in flight
+// per leader node; Get blocks while the batcher cannot take its key
+// (back-pressure). After Close it returns ErrLookuperClosed.
 func (l *Lookuper) Get(ctx context.Context, key record.Row) (record.Row, error) {
 	l.startOnce.Do(func() {
 		l.queue = make(chan lookupCall, l.cfg.maxBatch)
 		l.stop, l.stopped = make(chan struct{}), make(chan struct{})
 		go l.batcher()
 	})
-	c := lookupCall{ctx: ctx, key: key, done: make(chan lookupAnswer, 1)}
+	if l.stop == nil {
+		return nil, ErrLookuperClosed
+	}
+	k, err := l.encode(key)
+	if err != nil {
+		return nil, err
+	}
+	c := lookupCall{key: k, done: make(chan lookupAnswer, 1)}
 	select {
 	case l.queue <- c:
 	case <-l.stop:
-		return nil, errors.New("client: lookuper is closed")
+		return nil, ErrLookuperClosed
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -358,12 +421,36 @@ func (l *Lookuper) Get(ctx context.Context, key record.Row) (record.Row, error) 
 		return a.row, a.err
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	case <-l.stopped:
+		// Every call the batcher took has its answer by now; one queued
+		// after it stopped has none.
+		select {
+		case a := <-c.done:
+			return a.row, a.err
+		default:
+			return nil, ErrLookuperClosed
+		}
 	}
 }
 
-// batcher collects Get calls into Lookup requests.
+// batcher collects Get calls into batches and sends each batch as one
+// Lookup request per leader node, each in its own goroutine, holding one of
+// the node's LookupMaxInflight slots.
 func (l *Lookuper) batcher() {
-	defer close(l.stopped)
+	slots := map[*node]chan struct{}{}
+	var inflight sync.WaitGroup
+	defer func() {
+		for {
+			select {
+			case c := <-l.queue:
+				c.done <- lookupAnswer{err: ErrLookuperClosed}
+			default:
+				inflight.Wait()
+				close(l.stopped)
+				return
+			}
+		}
+	}()
 	for {
 		var calls []lookupCall
 		select {
@@ -383,24 +470,59 @@ func (l *Lookuper) batcher() {
 			}
 		}
 		timer.Stop()
-		keys := make([]record.Row, len(calls))
-		for i, c := range calls {
-			keys[i] = c.key
+		groups := map[*node][]lookupCall{}
+		for _, c := range calls {
+			_, n := l.t.leader(c.key.bucket)
+			groups[n] = append(groups[n], c)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		rows, err := l.Lookup(ctx, keys...)
-		cancel()
-		for i, c := range calls {
-			if err != nil {
-				c.done <- lookupAnswer{err: err}
-			} else {
-				c.done <- lookupAnswer{row: rows[i]}
+		for n, calls := range groups {
+			slot := slots[n]
+			if slot == nil {
+				slot = make(chan struct{}, l.cfg.maxInflight)
+				slots[n] = slot
 			}
+			select {
+			case slot <- struct{}{}:
+			case <-l.stop:
+				for _, unsent := range groups {
+					for _, c := range unsent {
+						c.done <- lookupAnswer{err: ErrLookuperClosed}
+					}
+				}
+				return
+			}
+			delete(groups, n)
+			inflight.Add(1)
+			go func() {
+				defer inflight.Done()
+				defer func() { <-slot }()
+				l.send(calls)
+			}()
 		}
 	}
 }
 
-// Close stops Get's batcher; calls of Lookup and PrefixLookup still work.
+// send looks the calls' keys up and answers each call.
+func (l *Lookuper) send(calls []lookupCall) {
+	keys := make([]lookupKey, len(calls))
+	for i, c := range calls {
+		keys[i] = c.key
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.t.c.retryTimeout)
+	values, err := l.lookup(ctx, keys)
+	cancel()
+	for i, c := range calls {
+		a := lookupAnswer{err: err}
+		if err == nil && values[i] != nil {
+			a.row, a.err = l.decode(values[i])
+		}
+		c.done <- a
+	}
+}
+
+// Close stops Get's batcher and waits for the requests in flight (their
+// Gets get their answers); Gets not sent yet, and later ones, return
+// ErrLookuperClosed. Calls of Lookup and PrefixLookup still work.
 func (l *Lookuper) Close() {
 	l.startOnce.Do(func() {}) // a batcher never started will not start now
 	if l.stop != nil {

@@ -127,6 +127,28 @@ func (m *mover) RoundTrip(r *http.Request) (*http.Response, error) {
 			}
 		}
 		reply = &fr
+	case "Lookup":
+		// The moved bucket's result is refused, the others' served.
+		resp, err := m.next.RoundTrip(r)
+		if err != nil {
+			return nil, err
+		}
+		data, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		var lr stromv1.LookupResponse
+		if resp.StatusCode != 200 || proto.Unmarshal(data, &lr) != nil {
+			resp.Body = io.NopCloser(bytes.NewReader(data))
+			return resp, nil
+		}
+		for i, b := range lr.Buckets {
+			if b.Bucket == m.bucket {
+				lr.Buckets[i] = &stromv1.LookupBucketResult{Bucket: b.Bucket, Error: refusal}
+			}
+		}
+		reply = &lr
 	case "ListOffsets":
 		var req stromv1.ListOffsetsRequest
 		if err := proto.Unmarshal(body, &req); err != nil {
