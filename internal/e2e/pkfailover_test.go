@@ -108,7 +108,8 @@ func checkLookups(ctx context.Context, t *testing.T, l *client.Lookuper, h *upse
 // (kv.Tablet.VerifyFold).
 func TestReplicatedUpsertThroughLeaderSIGKILL(t *testing.T) {
 	bin := buildStrom(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	kills := failoverKills(t)
+	ctx, cancel := failoverContext(kills)
 	defer cancel()
 	rc := startReplicated(ctx, t, bin, client.WithRetryTimeout(60*time.Second))
 	schema := &stromv1.Schema{Columns: []*stromv1.Column{{Name: "id", Type: "BIGINT NOT NULL"}, {Name: "balance", Type: "BIGINT"}, {Name: "note", Type: "STRING"}},
@@ -171,7 +172,7 @@ func TestReplicatedUpsertThroughLeaderSIGKILL(t *testing.T) {
 		}
 	}()
 
-	for k := 1; k <= failoverKills(t); k++ {
+	for k := 1; k <= kills; k++ {
 		leader := rc.waitInSync(ctx, "accounts")[0]
 		time.Sleep(500 * time.Millisecond) // writes in flight at the kill
 		rc.sigkill(leader)

@@ -30,6 +30,13 @@ func failoverKills(t *testing.T) int {
 	return 3
 }
 
+// failoverContext bounds a failover test of kills kills: generously, since
+// on a loaded machine one kill and the restarted node's catching up have
+// taken 45 s.
+func failoverContext(kills int) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), time.Duration(2+kills)*time.Minute)
+}
+
 // eventsSchema is the log tables' schema: the writer's row id and a payload.
 var eventsSchema = &stromv1.Schema{Columns: []*stromv1.Column{{Name: "id", Type: "BIGINT NOT NULL"}, {Name: "payload", Type: "STRING"}}}
 
@@ -43,13 +50,14 @@ var eventsSchema = &stromv1.Schema{Columns: []*stromv1.Column{{Name: "id", Type:
 // each row once, nothing at or above a fetch's high watermark.
 func TestReplicatedProduceThroughLeaderSIGKILL(t *testing.T) {
 	bin := buildStrom(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	kills := failoverKills(t)
+	ctx, cancel := failoverContext(kills)
 	defer cancel()
 	rc := startReplicated(ctx, t, bin, client.WithRetryTimeout(60*time.Second))
 	tbl := rc.createTable(ctx, "events", eventsSchema, 1)
 	load := startAppendLoad(ctx, t, tbl, client.DeliveryTimeout(2*time.Minute))
 	cons := startConsumer(ctx, t, tbl)
-	for k := 1; k <= failoverKills(t); k++ {
+	for k := 1; k <= kills; k++ {
 		leader := rc.waitInSync(ctx, "events")[0]
 		time.Sleep(500 * time.Millisecond) // writes in flight at the kill
 		rc.sigkill(leader)
@@ -74,7 +82,7 @@ func TestReplicatedProduceThroughLeaderSIGKILL(t *testing.T) {
 // The longest time between two acknowledgements is reported.
 func TestRollingRestartUnderWriteLoad(t *testing.T) {
 	bin := buildStrom(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := failoverContext(3)
 	defer cancel()
 	const retryCycle = 30 * time.Second
 	rc := startReplicated(ctx, t, bin, client.WithRetryTimeout(retryCycle))
