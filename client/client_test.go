@@ -45,6 +45,9 @@ func startServer(t testing.TB, dir, listen string) *server.Server {
 	cfg := server.DefaultConfig()
 	cfg.DataDir = dir
 	cfg.Listen = listen
+	// A port of its own, not the default gossip port 9125 that a local
+	// cluster (scripts/cluster.sh) uses.
+	cfg.GossipListen = "127.0.0.1:0"
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
