@@ -72,6 +72,8 @@ step "the reference deployment: real Apache Fluss servers on Strom's ZooKeeper s
 # Installs Fluss's jars with Maven into a cache once; runs Fluss's own client
 # against Fluss on the real ZooKeeper above (the reference), then on the shim.
 scripts/fluss.sh both
+step "the reference deployment on a three-node Strom cluster: the Fluss servers on different nodes"
+scripts/fluss.sh cluster
 step "what a Fluss deployment lives through: restarts of its ZooKeeper, a killed tablet server, coordinator failover"
 # The same two targets: the real ZooKeeper (restarted, so a private one) tells a Fluss problem apart.
 # A FlussCheck after the coordinator failover has hung twice in about 27 runs on the shim, cause
