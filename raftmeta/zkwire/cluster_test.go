@@ -26,9 +26,13 @@ type shimCluster struct {
 }
 
 // newShimCluster starts size nodes; node 0 bootstraps and leads first.
-// Each option edits every node's Config before it opens.
+// Each option edits every node's Config before it opens. With -short the
+// test is skipped.
 func newShimCluster(t *testing.T, size int, opts ...func(*raftmeta.Config)) *shimCluster {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("a cluster over TCP; run without -short")
+	}
 	fwd := make(map[string]string)
 	var lns []net.Listener
 	for i := range size {
@@ -47,10 +51,8 @@ func newShimCluster(t *testing.T, size int, opts ...func(*raftmeta.Config)) *shi
 		cfg.BindAddr = "127.0.0.1:0"
 		cfg.Bootstrap = i == 0
 		cfg.Logger = metatest.Logger(t).With("node", i)
-		cfg.HeartbeatTimeout = 200 * time.Millisecond
-		cfg.ElectionTimeout = 200 * time.Millisecond
-		cfg.LeaderLeaseTimeout = 100 * time.Millisecond
-		cfg.CommitTimeout = 5 * time.Millisecond
+		// raft's default timings: shorter ones let a loaded machine (CI
+		// runs packages in parallel) depose leaders mid-test.
 		cfg.SessionCheckInterval = 20 * time.Millisecond
 		cfg.ForwardAddr = func(id string) string { return fwd[id] }
 		cfg.ForwardSecret = []byte("zkwire-cluster-test-secret-32-bytes")
@@ -112,9 +114,6 @@ func (c *shimCluster) addrs() []string {
 }
 
 func TestSessionMovesBetweenNodes(t *testing.T) {
-	if testing.Short() {
-		t.Skip("3-node cluster over TCP; run without -short")
-	}
 	c := newShimCluster(t, 3)
 	addrs := c.addrs()
 	// Start on a follower so that writes and heartbeats are forwarded.
@@ -203,9 +202,6 @@ func TestSessionMovesBetweenNodes(t *testing.T) {
 // once (third_party/README.md). ZooKeeper's followers apply a commit within
 // about a round trip.
 func TestFollowerAppliesCommitAtOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("3-node cluster over TCP; run without -short")
-	}
 	c := newShimCluster(t, 3, func(cfg *raftmeta.Config) { cfg.CommitTimeout = 10 * time.Minute })
 	leader, follower := c.leaderAndFollower(t)
 	lc, _ := connect(t, []string{c.servers[leader].Addr().String()}, 5*time.Second, nil)
@@ -227,20 +223,22 @@ func TestFollowerAppliesCommitAtOnce(t *testing.T) {
 // half of these reads missed the write even with the commit propagated at
 // once, and every one with upstream raft.
 func TestFollowerReadSeesAcknowledgedWrite(t *testing.T) {
-	if testing.Short() {
-		t.Skip("3-node cluster over TCP; run without -short")
-	}
 	c := newShimCluster(t, 3, func(cfg *raftmeta.Config) { cfg.CommitTimeout = raftmeta.DefaultConfig().CommitTimeout })
 	leader, follower := c.leaderAndFollower(t)
 	lc, _ := connect(t, []string{c.servers[leader].Addr().String()}, 5*time.Second, nil)
 	fc, _ := connect(t, []string{c.servers[follower].Addr().String()}, 5*time.Second, nil)
 	const writes = 100
 	var missed []int
+	acked := 0
 	for i := range writes {
 		path := fmt.Sprintf("/probe%d", i)
 		if _, err := lc.Create(path, []byte("x"), 0, openACL); err != nil {
-			t.Fatal(err)
+			// Outcome unknown (a leader change on a loaded machine): the
+			// claim is about acknowledged writes only.
+			t.Logf("create %s: %v", path, err)
+			continue
 		}
+		acked++
 		if ok, _, err := fc.Exists(path); err != nil {
 			t.Fatal(err)
 		} else if !ok {
@@ -248,7 +246,10 @@ func TestFollowerReadSeesAcknowledgedWrite(t *testing.T) {
 		}
 	}
 	if len(missed) > 0 {
-		t.Fatalf("%d of %d reads through the follower right after the leader's reply missed the write: %v", len(missed), writes, missed)
+		t.Fatalf("%d of %d reads through the follower right after the leader's reply missed the write: %v", len(missed), acked, missed)
+	}
+	if acked < writes/2 {
+		t.Fatalf("only %d of %d writes acknowledged", acked, writes)
 	}
 }
 
@@ -257,9 +258,6 @@ func TestFollowerReadSeesAcknowledgedWrite(t *testing.T) {
 // closeSession it applies; not at a periodic check (which a third of this
 // session's timeout, 20 s, would have taken).
 func TestSessionClosedElsewhereClosesItsConnection(t *testing.T) {
-	if testing.Short() {
-		t.Skip("3-node cluster over TCP; run without -short")
-	}
 	c := newShimCluster(t, 3)
 	a := dialRaw(t, c.servers[1].Addr().String(), 60000)
 	sess, ok := c.nodes[1].Session(a.sid)
@@ -282,9 +280,6 @@ func TestSessionClosedElsewhereClosesItsConnection(t *testing.T) {
 // closed without a reply; the write is not applied, and the session keeps
 // working through its new node.
 func TestWriteThroughMovedSessionClosesTheOldConnection(t *testing.T) {
-	if testing.Short() {
-		t.Skip("3-node cluster over TCP; run without -short")
-	}
 	c := newShimCluster(t, 3)
 	leader, follower := c.leaderAndFollower(t)
 	other := 3 - leader - follower
@@ -327,9 +322,6 @@ func TestWriteThroughMovedSessionClosesTheOldConnection(t *testing.T) {
 // client's own timeout gives up on the connection, not after the request
 // timeout (10 s).
 func TestFollowerReadWithoutLeaderIsServedLocally(t *testing.T) {
-	if testing.Short() {
-		t.Skip("3-node cluster over TCP; run without -short")
-	}
 	c := newShimCluster(t, 3)
 	_, follower := c.leaderAndFollower(t)
 	rc := dialRaw(t, c.servers[follower].Addr().String(), 3000)
