@@ -36,7 +36,7 @@ type ISRChanger interface {
 // does not lead, or when a change it asked for at this bucket epoch is
 // not in its metadata yet.
 func (r *Replica) isrProposalLocked(now time.Time, maxLag time.Duration) (c ISRChange, ok bool) {
-	if r.mu.closed || r.mu.leader != r.nodeID || r.mu.isrAsked == r.mu.bucketEpoch {
+	if r.mu.closed || r.mu.leader != r.nodeID || r.mu.isrAsked == r.mu.bucketEpoch || r.isrBackingOffLocked(now) {
 		return c, false
 	}
 	isr := slices.DeleteFunc(slices.Clone(r.mu.isr), func(id int32) bool {
@@ -63,6 +63,19 @@ func (r *Replica) isrProposalLocked(now time.Time, maxLag time.Duration) (c ISRC
 	return ISRChange{TB: r.tb, Leader: r.nodeID, LeaderEpoch: r.mu.leaderEpoch, BucketEpoch: r.mu.bucketEpoch, ISR: isr}, true
 }
 
+// isrRetryBackoff is how long a leader waits, at the same bucket epoch,
+// before it asks again for an ISR change the coordinator refused or did
+// not answer (a follower rejoining before the coordinator sees its node
+// live, a request the coordinator took for stale because this node's
+// metadata lags): a new bucket epoch ends the wait at once.
+const isrRetryBackoff = time.Second
+
+// isrBackingOffLocked reports whether, at now, the last ISR change asked
+// for at this bucket epoch was refused less than isrRetryBackoff ago.
+func (r *Replica) isrBackingOffLocked(now time.Time) bool {
+	return r.mu.isrRefused.epoch == r.mu.bucketEpoch && now.Before(r.mu.isrRefused.until)
+}
+
 // canJoinLocked reports whether a follower outside the ISR may rejoin it:
 // it holds everything committed and fetched in this leader epoch (Kafka's
 // isFollowerInSync).
@@ -76,7 +89,8 @@ func (r *Replica) canJoinLocked(f FollowerState) bool {
 // it caught up, not at the next tick.
 func (r *Replica) wakeISRCheckLocked(follower int32) {
 	f, ok := r.mu.followers[follower]
-	if r.isrWake == nil || !ok || slices.Contains(r.mu.isr, follower) || r.mu.isrAsked == r.mu.bucketEpoch || !r.canJoinLocked(f) {
+	if r.isrWake == nil || !ok || slices.Contains(r.mu.isr, follower) || r.mu.isrAsked == r.mu.bucketEpoch ||
+		r.isrBackingOffLocked(time.Now()) || !r.canJoinLocked(f) {
 		return
 	}
 	select {
@@ -88,7 +102,8 @@ func (r *Replica) wakeISRCheckLocked(follower int32) {
 // checkISR asks the coordinator for the ISR change isrProposalLocked finds,
 // if any. The replica applies the new ISR only when its metadata shows it
 // (setLeaderAndISR), and asks for nothing more at this bucket epoch once
-// the coordinator took a change. It returns whether it asked.
+// the coordinator took a change, nor for isrRetryBackoff after it refused
+// one. It returns whether it asked.
 func (r *Replica) checkISR(ctx context.Context, isr ISRChanger, now time.Time, maxLag time.Duration) (bool, error) {
 	r.mu.Lock()
 	c, ok := r.isrProposalLocked(now, maxLag)
@@ -97,6 +112,11 @@ func (r *Replica) checkISR(ctx context.Context, isr ISRChanger, now time.Time, m
 		return false, nil
 	}
 	if err := isr.AdjustISR(ctx, c); err != nil {
+		r.mu.Lock()
+		if r.mu.bucketEpoch == c.BucketEpoch {
+			r.mu.isrRefused.epoch, r.mu.isrRefused.until = c.BucketEpoch, now.Add(isrRetryBackoff)
+		}
+		r.mu.Unlock()
 		return true, fmt.Errorf("bucket %s: change the ISR from %v to %v: %w", r.tb, r.ISR(), c.ISR, err)
 	}
 	r.mu.Lock()

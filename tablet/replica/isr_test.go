@@ -176,3 +176,64 @@ func TestAcksAllBelowMinISRFailsAtOnce(t *testing.T) {
 		t.Fatalf("log end %d, want 2: the write with enough replicas was not appended", end)
 	}
 }
+
+// refusingCoordinator refuses every ISR change, counting them.
+type refusingCoordinator struct{ asks int }
+
+func (f *refusingCoordinator) AdjustISR(context.Context, ISRChange) error {
+	f.asks++
+	return errors.New("fake coordinator: node 2 is not live and cannot join the ISR")
+}
+
+// A follower that may rejoin the ISR, but whose node the coordinator does
+// not see live yet, is asked for once, not at every one of its fetches
+// (each woke an ISR check of every bucket, and each check asked the
+// coordinator again and logged the refusal): the leader waits
+// isrRetryBackoff at that bucket epoch, or until the bucket epoch changes.
+func TestRefusedISRChangeBacksOff(t *testing.T) {
+	r := openLogReplica(t, 1)
+	wake := make(chan struct{}, 1)
+	r.isrWake = wake
+	if err := r.setLeaderAndISR(1, 1, []int32{1}); err != nil {
+		t.Fatal(err)
+	}
+	r.setBucketEpoch(3)
+	woken := func() bool {
+		select {
+		case <-wake:
+			return true
+		default:
+			return false
+		}
+	}
+	fetch := func() { // node 2 at the log end, outside the ISR
+		r.fetchAsLeader(2, BucketFetch{TB: r.tb, LeaderEpoch: 1, FetchOffset: r.log.LogEndOffset()}, 0, time.Now())
+	}
+	fetch()
+	if !woken() {
+		t.Fatal("a caught-up follower outside the ISR did not wake the ISR check")
+	}
+	coord := &refusingCoordinator{}
+	ctx := context.Background()
+	// The checks' clock runs an hour ahead, so that the fetches below are
+	// within the backoff whatever the machine's speed.
+	at := time.Now().Add(time.Hour)
+	if asked, err := r.checkISR(ctx, coord, at, time.Minute); !asked || err == nil {
+		t.Fatalf("checkISR = %v, %v; want asked and refused", asked, err)
+	}
+	fetch()
+	if woken() {
+		t.Error("the follower's next fetch woke the ISR check again right after the refusal")
+	}
+	if asked, _ := r.checkISR(ctx, coord, at.Add(isrRetryBackoff/2), time.Minute); asked || coord.asks != 1 {
+		t.Errorf("asked %d times within the backoff, want once", coord.asks)
+	}
+	at = at.Add(isrRetryBackoff)
+	if asked, _ := r.checkISR(ctx, coord, at, time.Minute); !asked || coord.asks != 2 {
+		t.Errorf("after the backoff: asked %v (%d in all), want asked again", asked, coord.asks)
+	}
+	r.setBucketEpoch(4) // the metadata moved: ask at once
+	if asked, _ := r.checkISR(ctx, coord, at, time.Minute); !asked || coord.asks != 3 {
+		t.Errorf("at a new bucket epoch: asked %v (%d in all), want asked at once", asked, coord.asks)
+	}
+}

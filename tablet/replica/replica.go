@@ -93,6 +93,14 @@ type Replica struct {
 		// ISR change this leader asked for (-1: none): none is asked
 		// again until the metadata shows it.
 		isrAsked int32
+		// isrRefused is the bucket epoch at which the coordinator refused
+		// (or could not be asked for) this leader's last ISR change, and
+		// until when none is asked again at that epoch (isrRetryBackoff):
+		// else every fetch of a follower that may rejoin would ask again.
+		isrRefused struct {
+			epoch int32
+			until time.Time
+		}
 		// followers is, on the leader, what it knows of each follower
 		// (reset when this node's leadership starts).
 		followers map[int32]FollowerState
