@@ -50,7 +50,7 @@
 #
 # Time on the shared 2-core box (2026-12-01): check ~15-20 s per target once installed (three
 # JVMs start; the cluster is ready in ~6 s), plus ~12 s for the first mvn resolve; survive ~50 s
-# per target (two checks, the waits for session expiry). A CoordinatorServer that cannot keep its
+# per target (two checks, the waits for session expiry); cluster 33-189 s (20 runs, three nodes). A CoordinatorServer that cannot keep its
 # ZooKeeper session exits after ~45 s, one that hangs fails after the 90 s readiness timeout.
 # scripts/test.sh (so CI) runs `both` (against its private ZooKeeper), `cluster` and `survive both`.
 #
