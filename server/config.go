@@ -95,8 +95,14 @@ type Config struct {
 	// Consul's reconnect_timeout, default 72h). A removed node that comes
 	// back is added again as a non-voter.
 	DeadNodeCleanup time.Duration
-	// GossipTimings are the gossip's intervals (zero: memberlist's LAN
-	// defaults). Not a key: tests shorten them (membership.LocalTimings).
+	// GossipTimings are the gossip's intervals. Three are keys (Consul's
+	// gossip_lan names): ProbeInterval (gossip.probe-interval, default
+	// 500ms), ProbeTimeout (gossip.probe-timeout, 250ms, below the
+	// interval) and SuspicionMult (gossip.suspicion-mult, 4): with them a
+	// killed node is declared dead in about 2.5 s on a small cluster, and
+	// its buckets fail over then (membership.DefaultTimings). The others
+	// are memberlist's LAN defaults; tests shorten all of them
+	// (membership.LocalTimings).
 	GossipTimings membership.Timings
 	// TabletFS is the file system of the tablets (DataDir/tablets: every
 	// replica's log and KV); nil means the operating system's. Not a key:
@@ -307,6 +313,7 @@ func DefaultConfig() Config {
 		DeadVoterGrace:           30 * time.Second,
 		ServerStabilizationTime:  10 * time.Second,
 		DeadNodeCleanup:          72 * time.Hour,
+		GossipTimings:            membership.DefaultTimings(),
 		DefaultBucketNumber:      1,
 		DefaultReplicationFactor: 1,
 		SessionTimeout:           30 * time.Second,
@@ -481,6 +488,12 @@ func Keys() []Key {
 			func(c *Config) *string { return &c.GossipListen }),
 		stringKey("gossip.advertise", "gossip-advertise", "gossip address other nodes are told to use",
 			func(c *Config) *string { return &c.GossipAdvertise }),
+		durationKey("gossip.probe-interval", "", "how often gossip probes a random member",
+			func(c *Config) *time.Duration { return &c.GossipTimings.ProbeInterval }),
+		durationKey("gossip.probe-timeout", "", "how long a probe waits for an answer before asking other members to try (below gossip.probe-interval)",
+			func(c *Config) *time.Duration { return &c.GossipTimings.ProbeTimeout }),
+		intKey("gossip.suspicion-mult", "", "a member that fails a probe is declared dead after this many probe intervals (scaled up on large clusters) unless it refutes",
+			func(c *Config) *int { return &c.GossipTimings.SuspicionMult }),
 		listKey("cluster.join", "join", "gossip addresses (host:port, comma-separated) of nodes of the cluster to join; retried until one answers",
 			func(c *Config) *[]string { return &c.Join }),
 		intKey("cluster.bootstrap-expect", "bootstrap-expect", "nodes that must see each other before the first start bootstraps the metadata group (1: a single node)",
@@ -700,6 +713,12 @@ func (c Config) Validate() error {
 		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
 			bad("cluster.join", "want host:port items, got %q", a)
 		}
+	}
+	if t := c.GossipTimings; t.ProbeInterval <= 0 || t.ProbeTimeout <= 0 || t.ProbeTimeout >= t.ProbeInterval {
+		bad("gossip.probe-timeout", "must be positive and below gossip.probe-interval (which must be positive), got %s and %s", t.ProbeTimeout, t.ProbeInterval)
+	}
+	if c.GossipTimings.SuspicionMult < 1 {
+		bad("gossip.suspicion-mult", "must be ≥ 1, got %d", c.GossipTimings.SuspicionMult)
 	}
 	if c.BootstrapExpect < 1 {
 		bad("cluster.bootstrap-expect", "must be ≥ 1 (1: a single node), got %d", c.BootstrapExpect)

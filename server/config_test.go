@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"strom/raftmeta"
+	"strom/raftmeta/membership"
 )
 
 func TestDefaultConfigIsValid(t *testing.T) {
@@ -200,5 +201,37 @@ func TestZooKeeperMaxPacketBoundedByForwarding(t *testing.T) {
 	cfg.ZooKeeperMaxPacket = raftmeta.MaxForwardBytes / 2
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("the largest allowed value is refused: %v", err)
+	}
+}
+
+// The gossip's failure detection is configurable by Consul's gossip_lan
+// names, defaults probing every 500ms (membership.DefaultTimings), and a
+// probe timeout must stay below the interval.
+func TestGossipKeys(t *testing.T) {
+	cfg := DefaultConfig()
+	if cfg.GossipTimings != membership.DefaultTimings() {
+		t.Fatalf("default gossip timings %+v, want %+v", cfg.GossipTimings, membership.DefaultTimings())
+	}
+	env := map[string]string{
+		"STROM_GOSSIP_PROBE_INTERVAL": "2s",
+		"STROM_GOSSIP_PROBE_TIMEOUT":  "1s",
+		"STROM_GOSSIP_SUSPICION_MULT": "6",
+	}
+	if err := cfg.LoadEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+		t.Fatal(err)
+	}
+	if g := cfg.GossipTimings; g.ProbeInterval != 2*time.Second || g.ProbeTimeout != time.Second || g.SuspicionMult != 6 {
+		t.Fatalf("gossip timings = %+v", g)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.GossipTimings.ProbeTimeout = cfg.GossipTimings.ProbeInterval
+	cfg.GossipTimings.SuspicionMult = 0
+	err := cfg.Validate()
+	for _, want := range []string{"gossip.probe-timeout: must be positive and below gossip.probe-interval", "gossip.suspicion-mult: must be ≥ 1"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not name %q", err, want)
+		}
 	}
 }

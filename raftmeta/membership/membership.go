@@ -47,6 +47,20 @@ type Timings struct {
 	RetryJoinMin, RetryJoinMax time.Duration
 }
 
+// DefaultTimings are a server's defaults: memberlist's LAN profile with
+// probes twice as often (every 500ms, an ack awaited 250ms; LAN: 1s and
+// 500ms) and its suspicion multiplier, 4. A killed member is suspected
+// within about one probe interval and declared dead SuspicionMult ×
+// ProbeInterval later (2 s on up to 10 nodes) unless it refutes: about
+// 2.5 s in all where the LAN profile takes about 5 s, so that its buckets'
+// leaders move (the coordinator reacts when gossip declares a node dead)
+// within the 5 s a client's writes may stall (issue #12). Each member
+// sends one more probe a second; memberlist's Lifeguard still stretches
+// the timeouts of a member that is itself slow to answer.
+func DefaultTimings() Timings {
+	return Timings{ProbeInterval: 500 * time.Millisecond, ProbeTimeout: 250 * time.Millisecond, SuspicionMult: 4}
+}
+
 // LocalTimings are short timings for loopback clusters (tests): a killed
 // member is declared dead in about a second.
 func LocalTimings() Timings {
