@@ -23,8 +23,10 @@ type writerConfig struct {
 	idempotent      bool          // client.writer.enable-idempotence
 	deliveryTimeout time.Duration // how long a batch may be retried before it fails
 	requestTimeout  time.Duration
-	maxInflight     int      // client.writer.max-inflight-requests-per-bucket
-	targetColumns   []string // UpsertWriter: partial update
+	maxInflight     int           // client.writer.max-inflight-requests-per-bucket
+	retryBackoff    time.Duration // Kafka's retry.backoff.ms
+	maxRetryBackoff time.Duration // Kafka's retry.backoff.max.ms
+	targetColumns   []string      // UpsertWriter: partial update
 }
 
 // WriterOption configures an AppendWriter or an UpsertWriter.
@@ -58,6 +60,18 @@ func Idempotent(on bool) WriterOption { return func(c *writerConfig) { c.idempot
 func MaxInflight(n int) WriterOption { return func(c *writerConfig) { c.maxInflight = n } }
 
 const maxInflightLimit = 5
+
+// movedPause is the most a retry waits once a bucket's leader has moved.
+const movedPause = 50 * time.Millisecond
+
+// RetryBackoff sets how long a batch waits before it is sent again after a
+// retriable failure: initial at first, doubling up to most (defaults 50ms
+// and 2s). A wait ends early when the table's metadata names a new leader
+// for a bucket, as Kafka's producer retries at once to a new leader
+// (KIP-951).
+func RetryBackoff(initial, most time.Duration) WriterOption {
+	return func(c *writerConfig) { c.retryBackoff, c.maxRetryBackoff = initial, most }
+}
 
 // DeliveryTimeout bounds how long a batch is retried (default 2 minutes).
 func DeliveryTimeout(d time.Duration) WriterOption {
@@ -174,6 +188,7 @@ func defaultWriterConfig() writerConfig {
 	return writerConfig{
 		batchSize: 2 << 20, batchTimeout: 100 * time.Millisecond, bufferMemory: 64 << 20,
 		acks: -1, idempotent: true, deliveryTimeout: 2 * time.Minute, requestTimeout: 30 * time.Second,
+		retryBackoff: 50 * time.Millisecond, maxRetryBackoff: 2 * time.Second,
 		maxInflight: 5,
 	}
 }
@@ -182,6 +197,9 @@ func newPipeline(t *Table, kind batchKind, opts []WriterOption) (*pipeline, erro
 	cfg := defaultWriterConfig()
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if cfg.retryBackoff <= 0 || cfg.maxRetryBackoff < cfg.retryBackoff {
+		return nil, fmt.Errorf("client: writer options: retry backoff %s up to %s: want a positive initial backoff no longer than the most", cfg.retryBackoff, cfg.maxRetryBackoff)
 	}
 	if cfg.batchSize <= 0 || cfg.bufferMemory < int64(cfg.batchSize) || cfg.batchTimeout <= 0 {
 		return nil, fmt.Errorf("client: writer options: batch size %d, buffer memory %d, batch timeout %s: want positive values with buffer ≥ batch size",
@@ -652,13 +670,14 @@ func (w *pipeline) retireWriter(id int64) {
 func (s *bucketSender) send(sb *sealedBatch, writerID int64) (int64, error) {
 	w := s.w
 	deadline := time.Now().Add(w.cfg.deliveryTimeout)
-	backoff := 50 * time.Millisecond
+	backoff := w.cfg.retryBackoff
 	for attempt := 0; ; attempt++ {
 		// oldest: every earlier batch of the bucket has settled, so the
 		// server has all of them that succeeded.
 		s.mu.Lock()
 		oldest := s.mu.window[0] == sb
 		s.mu.Unlock()
+		moved := w.t.leaderMoved()
 		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.requestTimeout)
 		r, n := w.t.leader(sb.bucket)
 		res, err := w.kind.send(ctx, n, sb.bucket, sb.data, w.cfg.acks, w.cfg.requestTimeout)
@@ -688,8 +707,19 @@ func (s *bucketSender) send(sb *sealedBatch, writerID int64) (int64, error) {
 		}
 		// Close waits for this too: a closed writer still delivers what it
 		// accepted, within the delivery timeout.
-		time.Sleep(backoff)
-		backoff = min(backoff*2, 2*time.Second)
+		wait := time.NewTimer(backoff)
+		select {
+		case <-wait.C:
+			backoff = min(backoff*2, w.cfg.maxRetryBackoff)
+		case <-moved:
+			// A leader moved since this try was routed (this try's failure
+			// or another's taught it): to the new one soon, the backoff
+			// started over. Not at once, so that two nodes naming each
+			// other while the metadata spreads cannot make a busy loop.
+			wait.Stop()
+			time.Sleep(min(w.cfg.retryBackoff, movedPause))
+			backoff = w.cfg.retryBackoff
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -212,7 +213,7 @@ func (t *Table) reroute(ctx context.Context, r *route, bucket int32, err error) 
 		leaders := append([]*node(nil), r.leaders...)
 		if int(bucket) < len(leaders) {
 			leaders[bucket] = t.c.apiNode(e.LeaderAddress)
-			t.route.CompareAndSwap(r, &route{leaders: leaders})
+			t.publish(r, &route{leaders: leaders})
 		}
 	case e != nil && (e.Name == nameNotLeader || e.Name == nameUnknownBucket || e.Name == nameNotReady),
 		errors.Is(err, ErrUnreachable):
@@ -240,7 +241,7 @@ func (t *Table) refresh(ctx context.Context, r *route) {
 	if err != nil {
 		return
 	}
-	t.route.Store(t.c.newRoute(md.Tables[0], md.Nodes))
+	t.publish(r, t.c.newRoute(md.Tables[0], md.Nodes))
 }
 
 // metadata asks a bootstrap server for the metadata of db.table, once.
@@ -262,4 +263,35 @@ func (c *Client) metadata(ctx context.Context, db, table string) (*stromv1.GetMe
 type routeTable struct {
 	route     atomic.Pointer[route]
 	refreshMu sync.Mutex // one refresh at a time
+	moved     struct {
+		sync.Mutex
+		c chan struct{} // closed when a bucket's leader changes; nil: none made yet
+	}
+}
+
+// publish makes next the route in use if old still is, and then, if a
+// bucket's leader differs between them, closes the channels leaderMoved
+// has handed out.
+func (t *routeTable) publish(old, next *route) {
+	if !t.route.CompareAndSwap(old, next) || slices.Equal(old.leaders, next.leaders) {
+		return
+	}
+	t.moved.Lock()
+	defer t.moved.Unlock()
+	if t.moved.c != nil {
+		close(t.moved.c)
+		t.moved.c = nil
+	}
+}
+
+// leaderMoved returns a channel that is closed once a route naming another
+// leader for some bucket than the route in use now is published. A retry
+// waiting out its backoff selects on it.
+func (t *routeTable) leaderMoved() <-chan struct{} {
+	t.moved.Lock()
+	defer t.moved.Unlock()
+	if t.moved.c == nil {
+		t.moved.c = make(chan struct{})
+	}
+	return t.moved.c
 }
