@@ -44,7 +44,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 		}
 	}
 	cmd.AddCommand(newBenchProduceCmd(g), newBenchConsumeCmd(g), newBenchPruningCmd(g),
-		newBenchUpsertCmd(g), newBenchLookupCmd(g), newBenchZKCmd())
+		newBenchUpsertCmd(g), newBenchLookupCmd(g), newBenchZKCmd(), newBenchFailoverCmd(g))
 	return cmd
 }
 
