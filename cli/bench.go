@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"runtime/pprof"
@@ -44,7 +45,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 		}
 	}
 	cmd.AddCommand(newBenchProduceCmd(g), newBenchConsumeCmd(g), newBenchPruningCmd(g),
-		newBenchUpsertCmd(g), newBenchLookupCmd(g), newBenchZKCmd(), newBenchFailoverCmd(g))
+		newBenchUpsertCmd(g), newBenchLookupCmd(g), newBenchZKCmd(), newBenchFailoverCmd(g), newBenchReplicationCmd(g))
 	return cmd
 }
 
@@ -206,6 +207,8 @@ type produceResult struct {
 	Inflight        int       `json:"inflight"`
 	ClientCores     float64   `json:"client_cpu_cores"`
 	RoundRatios     []float64 `json:"round_ratios"`
+	P50Millis       float64   `json:"p50_ms"`
+	P99Millis       float64   `json:"p99_ms"`
 }
 
 func newBenchProduceCmd(g *globals) *cobra.Command {
@@ -254,6 +257,7 @@ round warms up and is not counted. Prints the medians and the median of the roun
 				// after a sync: neither pays for the other's write-back.
 				var fileRuns, runs, ratios []float64
 				var cpu, wall float64
+				var lats []time.Duration
 				baseline := func() (float64, error) {
 					syscall.Sync()
 					return fileBaseline(f, batches)
@@ -264,9 +268,11 @@ round warms up and is not counted. Prints the medians and the median of the roun
 					}
 					syscall.Sync()
 					cpu0, start := cpuSeconds(), time.Now()
-					if err := produceBatches(ctx, t, batches, acks, inflight); err != nil {
+					l, err := produceBatches(ctx, t, batches, acks, inflight)
+					if err != nil {
 						return 0, err
 					}
+					lats = append(lats, l...)
 					secs := time.Since(start).Seconds()
 					cpu += cpuSeconds() - cpu0
 					wall += secs
@@ -290,7 +296,7 @@ round warms up and is not counted. Prints the medians and the median of the roun
 						return err
 					}
 					if r < 0 {
-						cpu, wall = 0, 0
+						cpu, wall, lats = 0, 0, nil
 						continue
 					}
 					fileRuns, runs, ratios = append(fileRuns, fs), append(runs, ps), append(ratios, fs/ps)
@@ -299,12 +305,14 @@ round warms up and is not counted. Prints the medians and the median of the roun
 				res := produceResult{Rows: rows, Bytes: total, Seconds: secs, RecordsPerSec: float64(rows) / secs,
 					MBPerSec: float64(total) / secs / 1e6, FileMBPerSec: float64(total) / median(fileRuns) / 1e6,
 					RatioToFile: median(ratios), Acks: acks, BatchBytes: batchBytes, BatchesProduced: n,
-					Inflight: inflight, ClientCores: cpu / wall, RoundRatios: ratios}
+					Inflight: inflight, ClientCores: cpu / wall, RoundRatios: ratios,
+					P50Millis: millis(percentile(lats, 50)), P99Millis: millis(percentile(lats, 99))}
 				if g.output == "json" {
 					return json.NewEncoder(g.out).Encode(res)
 				}
 				fmt.Fprintf(g.out, "produced %d rows (%.1f MB in %d batches, acks=%d, %d in flight per bucket) in %.3fs (median of %d rounds): %.0f records/s, %.1f MB/s; the client used %.2f cores\n",
 					rows, float64(total)/1e6, n, acks, inflight, secs, rounds, res.RecordsPerSec, res.MBPerSec, res.ClientCores)
+				fmt.Fprintf(g.out, "request latency: p50 %.1f ms, p99 %.1f ms (%d requests)\n", res.P50Millis, res.P99Millis, len(lats))
 				fmt.Fprintf(g.out, "baseline: the same bytes to a plain file: %.1f MB/s; ratio %.2f (median of the rounds' ratios)\n", res.FileMBPerSec, res.RatioToFile)
 				return nil
 			})
@@ -368,9 +376,12 @@ func stampWriters(ctx context.Context, c *client.Client, batches map[int32][][]b
 }
 
 // produceBatches sends each bucket's batches with up to inflight requests
-// in flight per bucket; the server appends them in sequence order.
-func produceBatches(ctx context.Context, t *client.Table, batches map[int32][][]byte, acks, inflight int) error {
+// in flight per bucket; the server appends them in sequence order. It
+// returns each request's latency, in no order.
+func produceBatches(ctx context.Context, t *client.Table, batches map[int32][][]byte, acks, inflight int) ([]time.Duration, error) {
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var lats []time.Duration
 	errs := make(chan error, 1)
 	for bucket, bs := range batches {
 		slots := make(chan struct{}, inflight)
@@ -385,12 +396,17 @@ func produceBatches(ctx context.Context, t *client.Table, batches map[int32][][]
 				go func() {
 					defer sending.Done()
 					defer func() { <-slots }()
+					start := time.Now()
 					if err := t.ProduceBatches(ctx, bucket, b, acks); err != nil {
 						select {
 						case errs <- err:
 						default:
 						}
 					}
+					lat := time.Since(start)
+					mu.Lock()
+					lats = append(lats, lat)
+					mu.Unlock()
 				}()
 			}
 		}()
@@ -398,11 +414,26 @@ func produceBatches(ctx context.Context, t *client.Table, batches map[int32][][]
 	wg.Wait()
 	select {
 	case err := <-errs:
-		return err
+		return nil, err
 	default:
-		return nil
+		return lats, nil
 	}
 }
+
+// percentile returns the p-th percentile (0 < p ≤ 100) of ds, the
+// nearest-rank one; 0 when ds is empty.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	rank := int(math.Ceil(p / 100 * float64(len(s))))
+	return s[min(max(rank, 1), len(s))-1]
+}
+
+// millis renders d in milliseconds, for JSON results.
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 type consumeResult struct {
 	Columns       int     `json:"columns"`
@@ -534,7 +565,7 @@ first 1, 5, 10 and 20 columns, and prints records/s of each and the ratio to the
 				if err != nil {
 					return err
 				}
-				if err := produceBatches(ctx, t, batches, -1, 1); err != nil {
+				if _, err := produceBatches(ctx, t, batches, -1, 1); err != nil {
 					return err
 				}
 				fmt.Fprintf(cmd.ErrOrStderr(), "loaded %.1f MB (%.1f MB uncompressed: ZSTD ratio %.2f×); fetching ...\n",
@@ -576,14 +607,25 @@ first 1, 5, 10 and 20 columns, and prints records/s of each and the ratio to the
 }
 
 func createPruningTable(ctx context.Context, c *client.Client, name string) error {
-	cols, err := record.ParseColumns(pruningSchema())
+	cols, err := columnsOf(pruningSchema())
 	if err != nil {
 		return err
 	}
-	desc := &stromv1.TableDescriptor{Schema: &stromv1.Schema{}, BucketCount: 2}
-	for _, col := range cols {
-		desc.Schema.Columns = append(desc.Schema.Columns, &stromv1.Column{Name: col.Name, Type: col.Type.String()})
-	}
+	desc := &stromv1.TableDescriptor{Schema: &stromv1.Schema{Columns: cols}, BucketCount: 2}
 	_, err = c.Admin().CreateTable(ctx, &stromv1.CreateTableRequest{Database: "bench", Table: name, Descriptor_: desc})
 	return err
+}
+
+// columnsOf returns the columns of a "name TYPE, ..." list for a
+// TableDescriptor.
+func columnsOf(ddl string) ([]*stromv1.Column, error) {
+	cols, err := record.ParseColumns(ddl)
+	if err != nil {
+		return nil, err
+	}
+	var out []*stromv1.Column
+	for _, col := range cols {
+		out = append(out, &stromv1.Column{Name: col.Name, Type: col.Type.String()})
+	}
+	return out, nil
 }
