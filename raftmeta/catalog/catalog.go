@@ -129,7 +129,13 @@ func (c *Catalog) Table(db, table string) (Table, error) {
 	if err := decode(tablePath(db, table), data, &t.Registration); err != nil {
 		return t, err
 	}
-	if t.SchemaID, t.Schema, err = c.latestSchema(db, table); err != nil {
+	t.SchemaID, t.Schema, err = c.latestSchema(db, table)
+	if errors.Is(err, raftmeta.ErrNoNode) {
+		// Each read is atomic, the table's reads together are not: a drop
+		// applied since the registration was read. Answer as if read after it.
+		return t, fmt.Errorf("table %q: %w", db+"."+table, ErrTableNotExist)
+	}
+	if err != nil {
 		return t, err
 	}
 	t.LeaderISR = map[int32]LeaderAndISR{}

@@ -198,3 +198,60 @@ func TestCheckWrite(t *testing.T) {
 		})
 	}
 }
+
+// droppingTree runs drop once, just before the first read of path: a
+// concurrent drop applied between two of the catalog's reads.
+type droppingTree struct {
+	Tree
+	path string
+	drop func()
+}
+
+func (d *droppingTree) before(path string) {
+	if path == d.path && d.drop != nil {
+		d.drop()
+		d.drop = nil
+	}
+}
+
+func (d *droppingTree) Get(path string) ([]byte, raftmeta.Stat, error) {
+	d.before(path)
+	return d.Tree.Get(path)
+}
+
+func (d *droppingTree) Children(path string) ([]string, raftmeta.Stat, error) {
+	d.before(path)
+	return d.Tree.Children(path)
+}
+
+// TestTableDroppedWhileRead: a table dropped after Table has read its
+// registration but before its schemas is not found, as if read after the
+// drop, rather than an internal error about a missing znode (found by the
+// robustness harness: GetTable racing DropTable answered "node does not
+// exist: .../schemas").
+func TestTableDroppedWhileRead(t *testing.T) {
+	for _, path := range []string{schemasPath("db", "a"), schemaPath("db", "a", 1)} {
+		n := metatest.NewNode(t)
+		c := New(n)
+		apply(t, n, c.BootstrapOps("cid"), nil)
+		ops, err := c.CreateDatabaseOps("db", DatabaseRegistration{})
+		apply(t, n, ops, err)
+		id, claim, err := c.NextTableID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops, err = c.CreateTableOps(NewTable{Database: "db", Name: "a",
+			Schema:       record.Schema{Columns: []record.Column{{Name: "k", Type: record.DataType{Root: record.BigInt}}}},
+			Registration: TableRegistration{TableID: id, BucketCount: 1},
+			Assignment:   &TableAssignment{Buckets: map[int32][]int32{0: {1}}},
+		})
+		apply(t, n, append([]raftmeta.Op{claim}, ops...), err)
+		racing := New(&droppingTree{Tree: n, path: path, drop: func() {
+			ops, err := c.DropTableOps("db", "a")
+			apply(t, n, ops, err)
+		}})
+		if _, err := racing.Table("db", "a"); !errors.Is(err, ErrTableNotExist) {
+			t.Errorf("dropped before reading %s: %v, want ErrTableNotExist", path, err)
+		}
+	}
+}
