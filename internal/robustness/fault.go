@@ -16,8 +16,8 @@ type injector struct {
 	lg    *slog.Logger
 	rec   *recorder
 	seed  int64
-	db    string // the log workload's table, for BucketLeader
-	table string
+	db     string   // the workloads' database
+	tables []string // tables whose bucket 0's leader BucketLeader picks from
 	// stopTimeout bounds a SIGTERM'd node's controlled shutdown.
 	stopTimeout time.Duration
 }
@@ -30,7 +30,7 @@ func (in *injector) resolve(ctx context.Context, st Step) int {
 	case RaftLeader:
 		id = in.c.RaftLeader(ctx)
 	case BucketLeader:
-		id = in.c.BucketLeader(ctx, in.db, in.table)
+		id = in.c.BucketLeader(ctx, in.db, in.tables[st.Pick%uint64(len(in.tables))])
 	}
 	if id < 1 || id > len(in.c.nodes) {
 		id = 1 + int(st.Pick%uint64(len(in.c.nodes)))

@@ -200,7 +200,7 @@ func Run(ctx context.Context, opts Options) (*Verdict, error) {
 	}
 	lg.Info("workloads started", "schedule", sched.String())
 
-	in := &injector{c: c, lg: lg, rec: rec, seed: opts.Seed, db: database, table: logTable, stopTimeout: 30 * time.Second}
+	in := &injector{c: c, lg: lg, rec: rec, seed: opts.Seed, db: database, tables: []string{logTable, kvTable}, stopTimeout: 30 * time.Second}
 	for _, st := range sched.Steps {
 		if !sleepUntil(ctx, rec.clock, st.At) {
 			break

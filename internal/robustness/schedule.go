@@ -64,7 +64,8 @@ const (
 	AnyNode Role = "any"
 	// RaftLeader is the metadata group's leader, the coordinator.
 	RaftLeader Role = "raft-leader"
-	// BucketLeader is the leader of bucket 0 of the log workload's table.
+	// BucketLeader is the leader of bucket 0 of the log table or of the
+	// primary-key table, by the step's pick.
 	BucketLeader Role = "bucket-leader"
 )
 

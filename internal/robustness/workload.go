@@ -196,30 +196,33 @@ func (w *workloads) closed(err error) {
 	}
 }
 
+// table opens a table through a client of its own, so that each
+// workload client has its own view of the buckets' leaders: one that only
+// reads keeps asking a deposed leader until that leader refuses it.
+func (w *workloads) table(ctx context.Context, name string) (*client.Table, error) {
+	cl, err := client.New(w.servers)
+	if err != nil {
+		return nil, err
+	}
+	return cl.Table(ctx, database, name)
+}
+
 // start starts every workload's clients.
 func (w *workloads) start(ctx context.Context) error {
-	events, err := w.cl.Table(ctx, database, logTable)
-	if err != nil {
-		return err
-	}
-	kv, err := w.cl.Table(ctx, database, kvTable)
-	if err != nil {
-		return err
-	}
 	for range producers {
-		if err := w.producer(ctx, events); err != nil {
+		if err := w.producer(ctx); err != nil {
 			return err
 		}
 	}
 	for range consumers {
 		for b := range int32(logBucket) {
-			if err := w.consumer(ctx, events, b); err != nil {
+			if err := w.consumer(ctx, b); err != nil {
 				return err
 			}
 		}
 	}
 	for i := range kvClients {
-		if err := w.kvClient(ctx, kv, w.seed+int64(i)); err != nil {
+		if err := w.kvClient(ctx, w.seed+int64(i), i == 0); err != nil {
 			return err
 		}
 	}
@@ -232,7 +235,11 @@ func (w *workloads) start(ctx context.Context) error {
 // producer appends unique values to the log table through one idempotent
 // acks=-1 writer, producerSlots appends in flight, each slot a logical
 // client waiting for its append's acknowledgement before the next.
-func (w *workloads) producer(ctx context.Context, t *client.Table) error {
+func (w *workloads) producer(ctx context.Context) error {
+	t, err := w.table(ctx, logTable)
+	if err != nil {
+		return err
+	}
 	aw, err := t.NewAppendWriter(ctx, client.Acks(-1), client.Idempotent(true), client.BatchTimeout(2*time.Millisecond),
 		client.DeliveryTimeout(opTimeout))
 	if err != nil {
@@ -273,7 +280,11 @@ func (w *workloads) producer(ctx context.Context, t *client.Table) error {
 
 // consumer reads bucket of the log table from its start with a LogScanner,
 // each Poll one LogRead of one logical client.
-func (w *workloads) consumer(ctx context.Context, t *client.Table, bucket int32) error {
+func (w *workloads) consumer(ctx context.Context, bucket int32) error {
+	t, err := w.table(ctx, logTable)
+	if err != nil {
+		return err
+	}
 	sc, err := bucketScanner(ctx, t, bucket, 200*time.Millisecond)
 	if err != nil {
 		return err
@@ -327,8 +338,12 @@ func (w *workloads) poll(ctx context.Context, id int, sc *client.LogScanner, buc
 }
 
 // kvClient puts, deletes and looks up the hot keys of the primary-key
-// table, one operation at a time.
-func (w *workloads) kvClient(ctx context.Context, t *client.Table, seed int64) error {
+// table, one operation at a time; a reader only looks them up.
+func (w *workloads) kvClient(ctx context.Context, seed int64, reader bool) error {
+	t, err := w.table(ctx, kvTable)
+	if err != nil {
+		return err
+	}
 	uw, err := t.NewUpsertWriter(ctx, client.Acks(-1), client.BatchTimeout(time.Millisecond), client.DeliveryTimeout(opTimeout))
 	if err != nil {
 		return err
@@ -349,7 +364,11 @@ func (w *workloads) kvClient(ctx context.Context, t *client.Table, seed int64) e
 			octx, cancel := context.WithTimeout(ctx, opTimeout)
 			var err error
 			outcome := history.Unknown
-			switch p := rng.IntN(10); {
+			p := rng.IntN(10)
+			if reader {
+				p = 9
+			}
+			switch {
 			case p < 4:
 				op.Kind, op.Value = history.KVPut, fmt.Sprintf("c%d.%d", id, seq)
 				_, _, err = uw.Upsert(octx, record.Row{key, op.Value}).Wait(octx)
