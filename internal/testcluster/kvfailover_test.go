@@ -21,6 +21,14 @@ import (
 func newReplicatedKV(t *testing.T, ctx context.Context, name string) (*Cluster, catalog.Table) {
 	t.Helper()
 	c := New(t, Options{Nodes: 3, Verbose: os.Getenv("VERBOSE") != ""})
+	return c, createKVTable(ctx, t, c, name)
+}
+
+// createKVTable creates fluss.name, a one-bucket primary-key table (id,
+// v) with replication factor 3, and returns it as the coordinator's
+// catalog holds it.
+func createKVTable(ctx context.Context, t *testing.T, c *Cluster, name string) catalog.Table {
+	t.Helper()
 	l, err := c.WaitLeader(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +56,7 @@ func newReplicatedKV(t *testing.T, ctx context.Context, name string) (*Cluster, 
 	if n := len(tbl.LeaderISR[0].ISR); n != 3 {
 		t.Fatalf("ISR %v, want three replicas", tbl.LeaderISR[0].ISR)
 	}
-	return c, tbl
+	return tbl
 }
 
 // kvCodec encodes and decodes the rows and keys of a table.

@@ -1,7 +1,8 @@
 // Package testcluster runs a Strom cluster of N nodes in one test process,
 // on loopback, with shortened timings, and every node-to-node path (Raft,
 // gossip, forwarding and other node-to-node calls) through a proxy the test
-// controls (internal/proxy): WaitLeader, Kill, Restart, Partition, Heal.
+// controls (internal/proxy): WaitLeader, Kill, Restart, Partition, Heal,
+// and PowerOff (with Options.PowerLoss).
 //
 // Each node has its own loopback IP (127.a.b.10+i, a and b random per
 // cluster, so clusters of parallel tests do not meet), makes its
@@ -23,9 +24,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"strom/client"
 	"strom/internal/metatest"
 	"strom/internal/proxy"
+	"strom/internal/strictfs"
 	"strom/raftmeta/membership"
 	"strom/server"
 )
@@ -40,6 +44,11 @@ type Options struct {
 	// Verbose sends the nodes' logs to t.Log; otherwise only warnings and
 	// errors are logged.
 	Verbose bool
+	// PowerLoss puts each node's tablets (every replica's log and KV) on a
+	// file system of its own in memory that knows what was fsynced
+	// (internal/strictfs), so that PowerOff can drop the rest. The
+	// metadata replica stays on disk (raft-boltdb fsyncs every commit).
+	PowerLoss bool
 }
 
 // Cluster is a running test cluster. Its methods are safe for concurrent
@@ -66,6 +75,7 @@ type Node struct {
 
 	c   *Cluster
 	cfg server.Config
+	fs  *strictfs.FS // with Options.PowerLoss: the tablets' file system
 
 	mu  sync.Mutex
 	srv *server.Server // nil while down
@@ -140,6 +150,10 @@ func (c *Cluster) newNode(i int, ip string) *Node {
 		t.Fatal(err)
 	}
 	n.API = cfg.Advertise
+	if c.opts.PowerLoss {
+		n.fs = strictfs.New()
+		cfg.TabletFS = n.fs
+	}
 	if c.opts.Configure != nil {
 		c.opts.Configure(i, &cfg)
 	}
@@ -265,6 +279,58 @@ func (c *Cluster) Kill(i int) {
 	n.srv = nil
 	n.mu.Unlock()
 	c.net.Rejoin(n.Name)
+}
+
+// PowerOff cuts the power of the given nodes at once, then starts them
+// again and waits until they are ready: each is cut off from the others
+// (so they can exchange nothing more), its tablets' file system is
+// replaced by what it had fsynced (strictfs.FS.Crash), and it is stopped
+// with no time for a controlled shutdown (what it writes on its way down
+// goes to the file system thrown away). Its metadata replica on disk keeps
+// what it had (raft-boltdb fsyncs every commit). Requires
+// Options.PowerLoss; the nodes must be running.
+func (c *Cluster) PowerOff(ids ...int) {
+	c.t.Helper()
+	if !c.opts.PowerLoss {
+		c.t.Fatal("testcluster: PowerOff needs Options.PowerLoss")
+	}
+	var nodes []*Node
+	for _, i := range ids {
+		n := c.Node(i)
+		if n.Server() == nil {
+			c.t.Fatalf("testcluster: node %d is down", i)
+		}
+		nodes = append(nodes, n)
+		c.net.Isolate(n.Name)
+	}
+	for _, n := range nodes {
+		n.fs = n.fs.Crash(vfs.CrashCloneCfg{})
+		n.cfg.TabletFS = n.fs
+	}
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		wg.Go(func() {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel() // no time for a controlled shutdown
+			_ = n.Server().Stop(ctx)
+			n.mu.Lock()
+			n.srv = nil
+			n.mu.Unlock()
+		})
+	}
+	wg.Wait()
+	for _, n := range nodes {
+		c.net.Rejoin(n.Name)
+	}
+	errs := make(chan error, len(nodes))
+	for _, n := range nodes {
+		go func() { errs <- n.start() }()
+	}
+	for range nodes {
+		if err := <-errs; err != nil {
+			c.t.Fatal(err)
+		}
+	}
 }
 
 // Stop takes node i down cleanly (a controlled shutdown, as on SIGTERM).
