@@ -26,6 +26,11 @@ func (t *Tablet) FlushedOffset() int64 {
 	return t.mu.flushed
 }
 
+// HasFlushPolicy reports whether the tablet has a flush policy
+// (Config.FlushMessages or FlushInterval): its high watermark then never
+// passes FlushedOffset.
+func (t *Tablet) HasFlushPolicy() bool { return t.cfg.flushPolicy() }
+
 // Flush fsyncs every batch appended before the call (the sealed segments
 // not yet fsynced, then the active one), advances FlushedOffset and calls
 // Config.OnFlush if it moved. It blocks on the fsyncs, and on one already

@@ -267,7 +267,9 @@ func (f *fetcher) round(ctx context.Context, backoff *bucketBackoff) error {
 		case res.Err != nil:
 			err = res.Err
 		default:
-			err = r.appendFetched(f.leader, epoch, res)
+			if err = r.appendFetched(f.leader, epoch, res); err == nil && len(res.Batches) > 0 {
+				err = r.flushFetched()
+			}
 		}
 		if err != nil {
 			backoff.fail(res.TB, epoch, err, time.Now())

@@ -97,6 +97,23 @@ func (r *Replica) appendFetched(leader, epoch int32, res BucketFetchResult) erro
 	return nil
 }
 
+// flushFetched fsyncs, if the log has a flush policy, what appendFetched
+// appended, before the fetcher fetches again: the next fetch offset tells
+// the leader this replica holds everything below it, and with a policy
+// the high watermark must count only what is on disk, or a power cut of
+// every replica could lose an acknowledged write (the follower, elected,
+// without it). Kafka's follower fsyncs in its append path likewise. Holds
+// no lock (the log's flush takes its own, then OnFlush takes r.mu).
+func (r *Replica) flushFetched() error {
+	if !r.log.HasFlushPolicy() {
+		return nil
+	}
+	if err := r.log.Flush(); err != nil {
+		return fmt.Errorf("bucket %s: fsync fetched batches: %w", r.tb, err)
+	}
+	return nil
+}
+
 // resetTo handles a fetch offset outside the leader's log: below its log
 // start (retention deleted what the follower lacks) the log restarts empty
 // there; above its log end (a divergent tail the truncation missed) it is

@@ -17,7 +17,8 @@ type BucketFetch struct {
 	TB TableBucket
 	// LeaderEpoch is the leader epoch the follower believes current.
 	LeaderEpoch int32
-	// FetchOffset is the follower's log end: it holds everything below.
+	// FetchOffset is the follower's log end: it holds everything below
+	// (with a log flush policy, on disk: see flushFetched).
 	FetchOffset int64
 	// HighWatermark is the leader's high watermark as the follower last
 	// learnt it; the leader answers at once when its own differs.
