@@ -68,7 +68,7 @@ func startServer(t testing.TB, dir, listen string) *server.Server {
 	return s
 }
 
-func createTable(t *testing.T, c *client.Client, db, name string, buckets int32, bucketKey []string, cols ...*stromv1.Column) *client.Table {
+func createTable(t testing.TB, c *client.Client, db, name string, buckets int32, bucketKey []string, cols ...*stromv1.Column) *client.Table {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := c.Admin().CreateDatabase(ctx, &stromv1.CreateDatabaseRequest{Database: db, IgnoreIfExists: true}); err != nil {

@@ -547,6 +547,14 @@ func (a *ArrowBatch) Row(i int) Row {
 	return r
 }
 
+// Value returns column col of row i, as Row does.
+func (a *ArrowBatch) Value(i, col int) any {
+	if i < 0 || i >= a.Len() {
+		panic(fmt.Sprintf("record: row %d out of range [0, %d)", i, a.Len()))
+	}
+	return a.readers[col](i)
+}
+
 // Release frees the Arrow record. The ArrowBatch must not be used
 // afterwards, except that Release may be called again.
 func (a *ArrowBatch) Release() {
