@@ -119,6 +119,18 @@ func (t *Tablet) VerifiedBytes() int64 { return t.verify.bytes.Load() }
 // for concurrent use (a metric).
 func (t *Tablet) CorruptBatches() int64 { return t.verify.corrupt.Load() }
 
+// FirstCorruptOffset returns the first offset of the lowest damaged range
+// VerifyStep found (and no truncation since cut away), or -1 if none.
+// Safe for concurrent use.
+func (t *Tablet) FirstCorruptOffset() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, next := t.damagedLocked(-1); next < math.MaxInt64 {
+		return next
+	}
+	return -1
+}
+
 // damagedLocked returns the damaged range holding offset, if any, and the
 // start of the first damaged range above offset (math.MaxInt64 if none).
 // Ranges from before the last truncation are forgotten. Called with t.mu

@@ -231,6 +231,15 @@ func (f *fetcher) round(ctx context.Context, backoff *bucketBackoff) error {
 				continue
 			}
 		}
+		if o := r.log.FirstCorruptOffset(); o >= 0 {
+			if err := r.refetchCorrupt(f.leader, st.epoch, o); err != nil {
+				backoff.fail(r.tb, st.epoch, err, time.Now())
+				continue
+			}
+			if st, ok = r.following(f.leader); !ok {
+				continue
+			}
+		}
 		st.fetch.MaxBytes = cfg.MaxBytesForBucket
 		req.Buckets = append(req.Buckets, st.fetch)
 		epochs[r.tb] = st.epoch

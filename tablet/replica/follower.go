@@ -97,6 +97,27 @@ func (r *Replica) appendFetched(leader, epoch int32, res BucketFetchResult) erro
 	return nil
 }
 
+// refetchCorrupt repairs a follower whose log holds a damaged range from
+// offset (found by the background check of sealed segments,
+// log.Tablet.VerifyStep, which then refuses it to readers): the log and
+// the KV are cut at offset and the fetcher fetches the rest again from the
+// leader, which holds it. A leader's damaged range is not repaired: reads
+// of it fail with CORRUPT_RECORD (its followers keep their copies, and
+// one of them serves it once it leads).
+func (r *Replica) refetchCorrupt(leader, epoch int32, offset int64) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.checkRoleLocked(leader, epoch); err != nil {
+		return err
+	}
+	r.lg.Warn("fetching a corrupt range again from the leader", "offset", offset, "log_end", r.log.LogEndOffset())
+	if err := r.truncateLocked(offset); err != nil {
+		return err
+	}
+	r.mu.corruptRefetched++
+	return nil
+}
+
 // flushFetched fsyncs, if the log has a flush policy, what appendFetched
 // appended, before the fetcher fetches again: the next fetch offset tells
 // the leader this replica holds everything below it, and with a policy

@@ -218,6 +218,11 @@ type State struct {
 	// Followers is, on the leader, what it knows of each follower that has
 	// fetched since its leadership started; nil on a follower.
 	Followers map[int32]FollowerState
+	// CorruptBatches counts the damaged batches (or ranges) the background
+	// check of sealed segments found in this replica's log since it opened
+	// (log.Tablet.CorruptBatches); CorruptRefetched those of them this
+	// replica, as a follower, repaired by fetching them again.
+	CorruptBatches, CorruptRefetched int64
 }
 
 // State returns a snapshot of the replica's role and progress.
@@ -227,6 +232,7 @@ func (r *Replica) State() State {
 	st := State{
 		Leader: r.mu.leader, LeaderEpoch: r.mu.leaderEpoch, ISR: slices.Clone(r.mu.isr),
 		HighWatermark: r.log.HighWatermark(), LogStartOffset: r.log.LogStartOffset(), LogEndOffset: r.log.LogEndOffset(),
+		CorruptBatches: r.log.CorruptBatches(), CorruptRefetched: r.mu.corruptRefetched,
 	}
 	if r.mu.leader == r.nodeID {
 		st.Followers = maps.Clone(r.mu.followers)

@@ -118,6 +118,9 @@ type Replica struct {
 		// waiting counts the batches waiting for their writer's earlier
 		// ones.
 		waiting int
+		// corruptRefetched counts the damaged ranges this replica, as a
+		// follower, cut and fetched again from its leader (refetchCorrupt).
+		corruptRefetched int64
 	}
 	// gapWait is how long such a batch waits (gapWait; tests change it).
 	gapWait time.Duration

@@ -1,0 +1,132 @@
+package replica
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"strom/internal/metatest"
+	"strom/record"
+	"strom/tablet/log"
+)
+
+// TestFollowerRefetchesACorruptRange: a bit flips in a sealed segment of
+// a follower; the background check (log.VerifyStep) finds the damaged
+// batch and reads refuse it. The follower cuts its log at the batch and
+// fetches the rest again from the leader: its log ends byte for byte the
+// leader's, every offset reads again, and the repair is counted. Before,
+// the range stayed refused on the follower for good.
+func TestFollowerRefetchesACorruptRange(t *testing.T) {
+	tb := TableBucket{TableID: 1}
+	open := func(node int32) (*Replica, string) {
+		lc := log.DefaultConfig()
+		lc.Dir, lc.NoSync, lc.Logger = filepath.Join(t.TempDir(), "log"), true, metatest.Logger(t)
+		lc.SegmentBytes = 400 // a few batches a segment
+		lt, err := log.Open(lc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := newReplica(tb, node, lt, nil, lc.Logger, new(broadcast))
+		t.Cleanup(func() { _ = r.close() })
+		if err := r.setLeaderAndISR(1, 1, []int32{1, 2}); err != nil {
+			t.Fatal(err)
+		}
+		return r, lc.Dir
+	}
+	leader, _ := open(1)
+	follower, dir := open(2)
+	for range 20 {
+		if _, err := leader.Append(context.Background(), batch(3), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	peer := &fakePeer{leaders: map[TableBucket]*Replica{tb: leader}, fetches: map[TableBucket]int{}}
+	m := NewManager(Config{NodeID: 2, Logger: metatest.Logger(t), Fetch: FetchConfig{
+		Peer: peer, MaxBytes: 1 << 20, MaxBytesForBucket: 1 << 20, MaxWait: 10 * time.Millisecond, Backoff: 10 * time.Millisecond,
+	}}, nil)
+	m.mu.replicas[tb] = follower
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for !cond() {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%s: not by the deadline", what)
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	f := m.startFetcher(ctx, 1)
+	defer f.stop()
+	f.set(map[TableBucket]*Replica{tb: follower})
+	end := leader.log.LogEndOffset()
+	waitFor("the follower has the leader's log", func() bool { return follower.log.LogEndOffset() == end })
+	if len(follower.log.Segments()) < 3 {
+		t.Fatalf("%d segments, want sealed ones", len(follower.log.Segments()))
+	}
+
+	// Flip a bit in the records of the first segment's second batch.
+	seg := filepath.Join(dir, "00000000000000000000.log")
+	data, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, rest, err := record.NextBatch(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, _, err := record.NextBatch(rest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := int64(len(first) + len(second) - 2)
+	fh, err := os.OpenFile(seg, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fh.WriteAt([]byte{data[at] ^ 0x10}, at); err != nil {
+		t.Fatal(err)
+	}
+	fh.Close()
+	if _, err := follower.log.VerifyStep(1 << 20); err != nil {
+		t.Fatal(err)
+	}
+	if n := follower.log.CorruptBatches(); n != 1 {
+		t.Fatalf("the check found %d damaged batches, want 1", n)
+	}
+
+	waitFor("the follower reads every offset again", func() bool {
+		for o := int64(0); o < end; {
+			info, err := follower.log.Read(o, 1<<20, end)
+			if errors.Is(err, log.ErrCorruptRecord) || err == nil && len(info.Batches) == 0 {
+				return false
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for b, rest, _ := record.NextBatch(info.Batches); len(b) > 0; b, rest, _ = record.NextBatch(rest) {
+				o = b.NextOffset()
+			}
+		}
+		return true
+	})
+	lb, err := leader.log.Read(0, 1<<20, end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb, err := follower.log.Read(0, 1<<20, end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(lb.Batches, fb.Batches) {
+		t.Error("the follower's repaired log differs from the leader's")
+	}
+	if n := follower.State().CorruptRefetched; n != 1 {
+		t.Errorf("State().CorruptRefetched = %d, want 1", n)
+	}
+}
