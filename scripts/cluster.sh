@@ -74,8 +74,11 @@ start_node() {
     return
   fi
   mkdir -p "$DIR/n$i"
-  local a=$((9113 + 10 * i))
-  STROM_CLUSTER_SECRET=$(secret) nohup "$BIN" server \
+  local a=$((9113 + 10 * i)) s
+  # Read here, not in the background command below: there the first node's subshell would write
+  # the file while the next node's read it.
+  s=$(secret)
+  STROM_CLUSTER_SECRET=$s nohup "$BIN" server \
     --node-id "$i" --data-dir "$DIR/n$i/data" \
     --listen "127.0.0.1:$a" --raft-listen "127.0.0.1:$((a + 1))" \
     --gossip-listen "127.0.0.1:$((a + 2))" \
