@@ -12,10 +12,10 @@ import (
 
 // injector runs a schedule's steps against a cluster.
 type injector struct {
-	c     *Cluster
-	lg    *slog.Logger
-	rec   *recorder
-	seed  int64
+	c      *Cluster
+	lg     *slog.Logger
+	rec    *recorder
+	seed   int64
 	db     string   // the workloads' database
 	tables []string // tables whose bucket 0's leader BucketLeader picks from
 	// stopTimeout bounds a SIGTERM'd node's controlled shutdown.
