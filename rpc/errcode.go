@@ -13,6 +13,7 @@ import (
 	"strom/raftmeta"
 	"strom/raftmeta/catalog"
 	"strom/record"
+	"strom/remote"
 	stromv1 "strom/rpc/gen/strom/v1"
 	"strom/server/coordinator"
 	"strom/tablet/kv"
@@ -71,6 +72,9 @@ var (
 	// Strom's own codes start at 1000.
 	CodeNotReady      = Code{1000, "NODE_NOT_READY", connect.CodeUnavailable, true}
 	CodeLimitExceeded = Code{1001, "LIMIT_EXCEEDED", connect.CodeResourceExhausted, false}
+	// CodeRemoteUnavailable: remote storage (remote.data.dir) did not
+	// answer; a fetch below the local log start may be retried.
+	CodeRemoteUnavailable = Code{1002, "REMOTE_STORAGE_UNAVAILABLE", connect.CodeUnavailable, true}
 )
 
 // ErrNotReady: the node is starting (catching up with the metadata) or
@@ -126,6 +130,9 @@ var sentinels = []struct {
 	{coordinator.ErrFencedLeaderEpoch, CodeFencedLeaderEpoch},
 	{coordinator.ErrInvalidUpdateVersion, CodeInvalidUpdateVersion},
 	{coordinator.ErrIneligibleReplica, CodeIneligibleReplica},
+	{coordinator.ErrInvalidManifest, CodeStorage},
+	{remote.ErrUnavailable, CodeRemoteUnavailable},
+	{remote.ErrNotFound, CodeLogStorage},
 	{ErrNotReady, CodeNotReady},
 	{ErrLimitExceeded, CodeLimitExceeded},
 	{ErrTooManyScanners, CodeTooManyScanners},

@@ -209,8 +209,8 @@ type Config struct {
 	// LogLevel is debug, info, warn or error (log.level, --log-level).
 	LogLevel string
 
-	// Remote storage (Fluss's keys). Validated, not yet used: log tiering
-	// and KV snapshots (issue 14) will keep their data there.
+	// Remote storage (Fluss's keys): log tiering (replica/tier.go) keeps
+	// log segments there; KV snapshots (issue 14) will too.
 
 	// RemoteDataDir is where cold data goes (remote.data.dir, Fluss's
 	// key): file:///path or file://./relative/path for a directory,
@@ -236,6 +236,18 @@ type Config struct {
 	// true, unlike S3A: every S3-compatible server takes it, and AWS still
 	// does).
 	S3PathStyleAccess bool
+	// RemoteLogTaskInterval is how often each bucket leader copies its
+	// rolled log segments to remote.data.dir and commits them
+	// (remote.log.task-interval-duration, Fluss's key and default: 1
+	// minute; 0 turns tiering off). Tiering runs only when remote.data.dir
+	// is set: the default directory under data.dir is one node's, and a
+	// new leader must read what the old one tiered.
+	RemoteLogTaskInterval time.Duration
+	// RemoteLogCacheSize bounds, in bytes, the remote log segments a node
+	// keeps downloaded (under data.dir/remote-log-cache) to serve fetches
+	// below the local log start (remote.log.cache-size; default 1 GiB). A
+	// segment being read stays even when it alone is larger.
+	RemoteLogCacheSize int64
 
 	// Limits: what one client or request may take of the node. Each refusal
 	// names its key (server/DESIGN.md, "Limits").
@@ -356,7 +368,9 @@ func DefaultConfig() Config {
 		ZooKeeperMaxClientCnxns: 60,
 		ZooKeeperMaxCnxns:       1024,
 
-		S3PathStyleAccess: true,
+		S3PathStyleAccess:     true,
+		RemoteLogTaskInterval: time.Minute,
+		RemoteLogCacheSize:    1 << 30,
 	}
 }
 
@@ -570,6 +584,10 @@ func Keys() []Key {
 			func(c *Config) *string { return &c.S3SecretKey }),
 		boolKey("s3.path.style.access", "", "address buckets as endpoint/bucket, not bucket.endpoint (true or false)",
 			func(c *Config) *bool { return &c.S3PathStyleAccess }),
+		durationKey("remote.log.task-interval-duration", "", "how often bucket leaders copy rolled log segments to remote.data.dir (tiering runs only when remote.data.dir is set; 0: off)",
+			func(c *Config) *time.Duration { return &c.RemoteLogTaskInterval }),
+		sizeKey("remote.log.cache-size", "most bytes of remote log segments kept downloaded to serve fetches below the local log start (e.g. 1gb)",
+			func(c *Config) *int64 { return &c.RemoteLogCacheSize }),
 
 		// Limits.
 		intKey("max.connections", "", "most API connections open at once",
@@ -825,6 +843,12 @@ func (c Config) Validate() error {
 		if _, err := remote.ParseURL(c.RemoteURL()); errors.As(err, &ue) {
 			bad("remote.data.dir", "%q: %s", ue.URL, ue.Reason)
 		}
+	}
+	if c.RemoteLogTaskInterval < 0 {
+		bad("remote.log.task-interval-duration", "must be 0 (off) or positive, got %s", c.RemoteLogTaskInterval)
+	}
+	if c.RemoteLogCacheSize < 1 {
+		bad("remote.log.cache-size", "must be at least 1 byte, got %d", c.RemoteLogCacheSize)
 	}
 	if c.S3Endpoint != "" {
 		if u, err := url.Parse(c.S3Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Trim(u.Path, "/") != "" {

@@ -8,6 +8,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"strom/raftmeta/catalog"
 	"strom/rpc"
 	stromv1 "strom/rpc/gen/strom/v1"
 	"strom/rpc/gen/strom/v1/stromv1connect"
@@ -30,7 +31,22 @@ func (h *coordinatorInternalHandler) AdjustIsr(ctx context.Context, req *connect
 	return connect.NewResponse(&stromv1.AdjustIsrResponse{BucketEpoch: lisr.BucketEpoch}), nil
 }
 
-// isrChanger is replica.ISRChanger: the coordinator itself when this node
+func (h *coordinatorInternalHandler) CommitRemoteLogManifest(ctx context.Context, req *connect.Request[stromv1.CommitRemoteLogManifestRequest]) (*connect.Response[stromv1.CommitRemoteLogManifestResponse], error) {
+	m := req.Msg
+	segs := make([]catalog.RemoteLogSegment, len(m.Segments))
+	for i, s := range m.Segments {
+		segs[i] = catalog.RemoteLogSegment{ID: s.Id, BaseOffset: s.BaseOffset, EndOffset: s.EndOffset, SizeBytes: s.SizeBytes, MaxTimestamp: s.MaxTimestamp}
+	}
+	err := h.s.coord.CommitRemoteLog(ctx, coordinator.CommitRemoteLogRequest{
+		TableID: m.TableId, Bucket: m.Bucket, Leader: m.LeaderId, LeaderEpoch: m.LeaderEpoch, Segments: segs,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&stromv1.CommitRemoteLogManifestResponse{}), nil
+}
+
+// isrChanger is replica.ISRChanger and replica.RemoteLogCommitter: the coordinator itself when this node
 // is in office, else a call signed with the cluster secret to the
 // coordinator's node (/strom/coordinators/active). Safe for concurrent use.
 type isrChanger struct {
@@ -53,6 +69,36 @@ func (c *isrChanger) AdjustISR(ctx context.Context, ch replica.ISRChange) error 
 		_, err := c.s.coord.AdjustISR(ctx, req)
 		return err
 	}
+	return c.call(func(client stromv1connect.CoordinatorInternalServiceClient) error {
+		_, err := client.AdjustIsr(ctx, connect.NewRequest(&stromv1.AdjustIsrRequest{
+			TableId: req.TableID, Bucket: req.Bucket, LeaderId: req.Leader, LeaderEpoch: req.LeaderEpoch, BucketEpoch: req.BucketEpoch, Isr: req.ISR,
+		}))
+		return err
+	})
+}
+
+// CommitRemoteLog is replica.RemoteLogCommitter, by the same way as
+// AdjustISR.
+func (c *isrChanger) CommitRemoteLog(ctx context.Context, ch replica.RemoteLogCommit) error {
+	if c.s.coord.Epoch() != 0 {
+		return c.s.coord.CommitRemoteLog(ctx, coordinator.CommitRemoteLogRequest{
+			TableID: ch.TB.TableID, Bucket: ch.TB.Bucket, Leader: ch.Leader, LeaderEpoch: ch.LeaderEpoch, Segments: ch.Segments,
+		})
+	}
+	segs := make([]*stromv1.RemoteLogSegment, len(ch.Segments))
+	for i, s := range ch.Segments {
+		segs[i] = &stromv1.RemoteLogSegment{Id: s.ID, BaseOffset: s.BaseOffset, EndOffset: s.EndOffset, SizeBytes: s.SizeBytes, MaxTimestamp: s.MaxTimestamp}
+	}
+	return c.call(func(client stromv1connect.CoordinatorInternalServiceClient) error {
+		_, err := client.CommitRemoteLogManifest(ctx, connect.NewRequest(&stromv1.CommitRemoteLogManifestRequest{
+			TableId: ch.TB.TableID, Bucket: ch.TB.Bucket, LeaderId: ch.Leader, LeaderEpoch: ch.LeaderEpoch, Segments: segs,
+		}))
+		return err
+	})
+}
+
+// call runs fn with a client of the coordinator's node.
+func (c *isrChanger) call(fn func(stromv1connect.CoordinatorInternalServiceClient) error) error {
 	id, addr := c.s.otherCoordinator()
 	if addr == "" {
 		return fmt.Errorf("%w (no coordinator is known)", coordinator.ErrNotCoordinator)
@@ -64,10 +110,7 @@ func (c *isrChanger) AdjustISR(ctx context.Context, ch replica.ISRChange) error 
 		c.clients[addr] = client
 	}
 	c.mu.Unlock()
-	_, err := client.AdjustIsr(ctx, connect.NewRequest(&stromv1.AdjustIsrRequest{
-		TableId: req.TableID, Bucket: req.Bucket, LeaderId: req.Leader, LeaderEpoch: req.LeaderEpoch, BucketEpoch: req.BucketEpoch, Isr: req.ISR,
-	}))
-	if err != nil {
+	if err := fn(client); err != nil {
 		return fmt.Errorf("coordinator node %s at %s: %w", id, addr, rpc.RemoteErrorOf(err))
 	}
 	return nil

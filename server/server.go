@@ -30,6 +30,7 @@ import (
 	"strom/raftmeta/catalog"
 	"strom/raftmeta/membership"
 	"strom/raftmeta/zkwire"
+	"strom/remote"
 	"strom/rpc"
 	"strom/rpc/gen/strom/v1/stromv1connect"
 	"strom/server/coordinator"
@@ -43,6 +44,10 @@ const kvCacheBytes = 64 << 20
 // Version is the Strom version a node reports.
 var Version = "0.1.0-dev"
 
+// maxSinglePut is S3's largest PutObject (5 GiB): the tiering store sends
+// every segment in one.
+const maxSinglePut = 5 << 30
+
 // Server is one running node. Start brings it up; Stop takes it down.
 type Server struct {
 	cfg   Config
@@ -53,6 +58,8 @@ type Server struct {
 	coord *coordinator.Coordinator
 	// replicas hosts this node's bucket replicas.
 	replicas *replica.Manager
+	// remote is remote.data.dir's store when log tiering is on.
+	remote remote.Store
 	// tables caches decoded tables for the data path.
 	tables *tableCache
 	// scanners holds open ScanKv snapshots.
@@ -211,6 +218,22 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 	lc.FlushMessages, lc.FlushInterval = cfg.FlushIntervalMessages, cfg.flushInterval()
 	lc.WriterExpiration = cfg.WriterIDExpirationTime
 	s.kvCache = pebble.NewCache(kvCacheBytes)
+	coordCalls := newISRChanger(s)
+	var tier replica.TierConfig
+	if cfg.RemoteDataDir != "" && cfg.RemoteLogTaskInterval > 0 {
+		opts := cfg.RemoteOptions()
+		// A segment (at most 2 GiB, log.segment.file-size) goes up in one
+		// PutObject streamed from its file: multipart costs a server-side
+		// copy of every part on versitygw (tablet/replica/DESIGN.md, "Log tiering").
+		opts.MultipartThreshold = maxSinglePut
+		st, err := remote.Open(ctx, cfg.RemoteURL(), opts)
+		if err != nil {
+			return fmt.Errorf("remote.data.dir: %w", err)
+		}
+		s.remote = st
+		tier = replica.TierConfig{Store: st, Interval: cfg.RemoteLogTaskInterval, Committer: coordCalls,
+			CacheDir: filepath.Join(cfg.DataDir, "remote-log-cache"), CacheBytes: cfg.RemoteLogCacheSize}
+	}
 	s.replicas = replica.NewManager(replica.Config{
 		NodeID:                   cfg.NodeID,
 		Dir:                      filepath.Join(cfg.DataDir, "tablets"),
@@ -222,7 +245,8 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 		WriterExpirationInterval: cfg.WriterIDExpirationCheckInterval,
 		MaxLagTime:               cfg.ReplicaMaxLagTime,
 		MinInSyncReplicas:        cfg.MinInSyncReplicas,
-		ISR:                      newISRChanger(s),
+		ISR:                      coordCalls,
+		Tier:                     tier,
 		KVCache:                  s.kvCache,
 		Fetch: replica.FetchConfig{
 			Peer:              newReplicaPeers(s),
@@ -508,6 +532,11 @@ func (s *Server) stop(ctx context.Context) error {
 	s.wg.Wait()
 	if s.kvCache != nil {
 		s.kvCache.Unref() // the KV tablets took their own references
+	}
+	if s.remote != nil {
+		if err := s.remote.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close remote.data.dir: %w", err))
+		}
 	}
 	if m := s.members.Load(); m != nil {
 		if err := m.Close(); err != nil {

@@ -606,7 +606,7 @@ func (h *tabletHandler) ListOffsets(_ context.Context, req *connect.Request[stro
 		}
 		switch m.Spec {
 		case stromv1.OffsetSpec_OFFSET_SPEC_EARLIEST:
-			res.Offset = r.Log().LogStartOffset()
+			res.Offset = r.LogStartOffset() // the remote start once tiered
 		case stromv1.OffsetSpec_OFFSET_SPEC_LATEST, stromv1.OffsetSpec_OFFSET_SPEC_UNSPECIFIED:
 			res.Offset = r.Log().HighWatermark()
 		case stromv1.OffsetSpec_OFFSET_SPEC_TIMESTAMP:

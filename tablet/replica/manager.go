@@ -63,6 +63,9 @@ type Config struct {
 	MinInSyncReplicas int
 	// Fetch configures the fetching of the buckets this node follows.
 	Fetch FetchConfig
+	// Tier configures log tiering to remote storage (tier.go); a nil
+	// Store turns it off.
+	Tier TierConfig
 	// Logger receives the manager's logs.
 	Logger *slog.Logger
 }
@@ -87,6 +90,8 @@ type Manager struct {
 
 	// isrWake has the ISR check run now (a follower may rejoin).
 	isrWake chan struct{}
+	// segCache holds downloaded remote segments (remoteread.go).
+	segCache segmentCache
 
 	mu struct {
 		sync.RWMutex
@@ -100,6 +105,7 @@ func NewManager(cfg Config, meta Meta) *Manager {
 	m := &Manager{cfg: cfg, meta: meta, cat: catalog.New(meta), lg: cfg.Logger.With("component", "replica"), isrWake: make(chan struct{}, 1)}
 	m.mu.replicas = map[TableBucket]*Replica{}
 	m.mu.tables = map[int64]catalog.Table{}
+	m.segCache = segmentCache{dir: cfg.Tier.CacheDir, max: cfg.Tier.CacheBytes, files: map[string]*cachedSegment{}}
 	return m
 }
 
@@ -121,6 +127,16 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 	if m.cfg.ISR != nil && m.cfg.MaxLagTime > 0 {
 		bg.Go(func() { m.checkISRs(ctx) })
+	}
+	if m.cfg.Tier.Store != nil {
+		// Downloads of an earlier run are not tracked: start empty.
+		if err := os.RemoveAll(m.cfg.Tier.CacheDir); err != nil {
+			return fmt.Errorf("empty the remote segment cache: %w", err)
+		}
+		if err := os.MkdirAll(m.cfg.Tier.CacheDir, 0o755); err != nil {
+			return fmt.Errorf("remote segment cache: %w", err)
+		}
+		bg.Go(func() { m.tierLogs(ctx) })
 	}
 	fetchers := map[int32]*fetcher{}
 	defer func() {
@@ -327,6 +343,9 @@ func (m *Manager) open(tb TableBucket, t catalog.Table) (*Replica, error) {
 	}
 	r = newReplica(tb, m.cfg.NodeID, lt, kt, lc.Logger, &m.changed)
 	r.minISR, r.isrWake = m.cfg.MinInSyncReplicas, m.isrWake
+	if m.cfg.Tier.Store != nil {
+		r.remote = m
+	}
 	m.mu.Lock()
 	m.mu.replicas[tb] = r
 	m.mu.Unlock()

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"strom/raftmeta/catalog"
 	"strom/record"
 	"strom/tablet/kv"
 	"strom/tablet/log"
@@ -108,6 +109,9 @@ type Replica struct {
 		// epoch (reset by every role change).
 		follow followState
 		closed bool
+		// tiered is, on a leader, the remote log manifest it committed
+		// last (tier.go); nil before its first commit.
+		tiered *catalog.RemoteLogManifest
 		// advanced is closed (and replaced) whenever the high watermark
 		// moves or the replica changes role, waking waiting readers.
 		advanced chan struct{}
@@ -129,6 +133,9 @@ type Replica struct {
 	minISR int
 	// isrWake is the manager's: a send has its ISR check run now.
 	isrWake chan<- struct{}
+	// remote is the manager when log tiering is on (nil: off): reads
+	// below the local log start go to remote segments.
+	remote *Manager
 	// changed is the manager's: notified whenever the replica appends, its
 	// high watermark moves or its role changes, for long-polling fetches.
 	changed *broadcast
@@ -452,7 +459,9 @@ type ReadResult struct {
 }
 
 // Read returns whole batches from offset, at most maxBytes (but at least
-// one batch if any is committed), never above the high watermark.
+// one batch if any is committed), never above the high watermark. Below
+// the local log start they come from remote storage when tiering put
+// them there; LogStartOffset is then the remote start.
 func (r *Replica) Read(offset int64, maxBytes int) (ReadResult, error) {
 	r.mu.Lock()
 	closed := r.mu.closed
@@ -461,9 +470,14 @@ func (r *Replica) Read(offset int64, maxBytes int) (ReadResult, error) {
 		return ReadResult{}, ErrClosed
 	}
 	hw := r.log.HighWatermark()
-	res := ReadResult{HighWatermark: hw, LogStartOffset: r.log.LogStartOffset(), LogEndOffset: r.log.LogEndOffset()}
+	res := ReadResult{HighWatermark: hw, LogStartOffset: r.LogStartOffset(), LogEndOffset: r.log.LogEndOffset()}
 	if offset == hw {
 		return res, nil // caught up; offsets above hw are checked by the log
+	}
+	var err error
+	if offset < r.log.LogStartOffset() {
+		res.Batches, err = r.readRemoteOr(offset, maxBytes, hw)
+		return res, err
 	}
 	info, err := r.log.Read(offset, maxBytes, hw)
 	if err != nil {

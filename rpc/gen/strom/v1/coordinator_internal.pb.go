@@ -153,6 +153,199 @@ func (x *AdjustIsrResponse) GetBucketEpoch() int32 {
 	return 0
 }
 
+type CommitRemoteLogManifestRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	TableId     int64                  `protobuf:"varint,1,opt,name=table_id,json=tableId,proto3" json:"table_id,omitempty"`
+	Bucket      int32                  `protobuf:"varint,2,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	LeaderId    int32                  `protobuf:"varint,3,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	LeaderEpoch int32                  `protobuf:"varint,4,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	// segments are the whole new manifest, oldest first and contiguous.
+	Segments      []*RemoteLogSegment `protobuf:"bytes,5,rep,name=segments,proto3" json:"segments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitRemoteLogManifestRequest) Reset() {
+	*x = CommitRemoteLogManifestRequest{}
+	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitRemoteLogManifestRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitRemoteLogManifestRequest) ProtoMessage() {}
+
+func (x *CommitRemoteLogManifestRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitRemoteLogManifestRequest.ProtoReflect.Descriptor instead.
+func (*CommitRemoteLogManifestRequest) Descriptor() ([]byte, []int) {
+	return file_strom_v1_coordinator_internal_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *CommitRemoteLogManifestRequest) GetTableId() int64 {
+	if x != nil {
+		return x.TableId
+	}
+	return 0
+}
+
+func (x *CommitRemoteLogManifestRequest) GetBucket() int32 {
+	if x != nil {
+		return x.Bucket
+	}
+	return 0
+}
+
+func (x *CommitRemoteLogManifestRequest) GetLeaderId() int32 {
+	if x != nil {
+		return x.LeaderId
+	}
+	return 0
+}
+
+func (x *CommitRemoteLogManifestRequest) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *CommitRemoteLogManifestRequest) GetSegments() []*RemoteLogSegment {
+	if x != nil {
+		return x.Segments
+	}
+	return nil
+}
+
+// RemoteLogSegment is one log segment in remote storage.
+type RemoteLogSegment struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id names the segment's objects: <bucket prefix>/<id>/<base offset>.log
+	// (and .index, .timeindex).
+	Id         string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	BaseOffset int64  `protobuf:"varint,2,opt,name=base_offset,json=baseOffset,proto3" json:"base_offset,omitempty"`
+	// end_offset is the offset after its last batch.
+	EndOffset     int64 `protobuf:"varint,3,opt,name=end_offset,json=endOffset,proto3" json:"end_offset,omitempty"`
+	SizeBytes     int64 `protobuf:"varint,4,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	MaxTimestamp  int64 `protobuf:"varint,5,opt,name=max_timestamp,json=maxTimestamp,proto3" json:"max_timestamp,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoteLogSegment) Reset() {
+	*x = RemoteLogSegment{}
+	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoteLogSegment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoteLogSegment) ProtoMessage() {}
+
+func (x *RemoteLogSegment) ProtoReflect() protoreflect.Message {
+	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoteLogSegment.ProtoReflect.Descriptor instead.
+func (*RemoteLogSegment) Descriptor() ([]byte, []int) {
+	return file_strom_v1_coordinator_internal_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *RemoteLogSegment) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RemoteLogSegment) GetBaseOffset() int64 {
+	if x != nil {
+		return x.BaseOffset
+	}
+	return 0
+}
+
+func (x *RemoteLogSegment) GetEndOffset() int64 {
+	if x != nil {
+		return x.EndOffset
+	}
+	return 0
+}
+
+func (x *RemoteLogSegment) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *RemoteLogSegment) GetMaxTimestamp() int64 {
+	if x != nil {
+		return x.MaxTimestamp
+	}
+	return 0
+}
+
+type CommitRemoteLogManifestResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitRemoteLogManifestResponse) Reset() {
+	*x = CommitRemoteLogManifestResponse{}
+	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitRemoteLogManifestResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitRemoteLogManifestResponse) ProtoMessage() {}
+
+func (x *CommitRemoteLogManifestResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitRemoteLogManifestResponse.ProtoReflect.Descriptor instead.
+func (*CommitRemoteLogManifestResponse) Descriptor() ([]byte, []int) {
+	return file_strom_v1_coordinator_internal_proto_rawDescGZIP(), []int{4}
+}
+
 var File_strom_v1_coordinator_internal_proto protoreflect.FileDescriptor
 
 const file_strom_v1_coordinator_internal_proto_rawDesc = "" +
@@ -166,9 +359,26 @@ const file_strom_v1_coordinator_internal_proto_rawDesc = "" +
 	"\fbucket_epoch\x18\x05 \x01(\x05R\vbucketEpoch\x12\x10\n" +
 	"\x03isr\x18\x06 \x03(\x05R\x03isr\"6\n" +
 	"\x11AdjustIsrResponse\x12!\n" +
-	"\fbucket_epoch\x18\x01 \x01(\x05R\vbucketEpoch2b\n" +
+	"\fbucket_epoch\x18\x01 \x01(\x05R\vbucketEpoch\"\xcb\x01\n" +
+	"\x1eCommitRemoteLogManifestRequest\x12\x19\n" +
+	"\btable_id\x18\x01 \x01(\x03R\atableId\x12\x16\n" +
+	"\x06bucket\x18\x02 \x01(\x05R\x06bucket\x12\x1b\n" +
+	"\tleader_id\x18\x03 \x01(\x05R\bleaderId\x12!\n" +
+	"\fleader_epoch\x18\x04 \x01(\x05R\vleaderEpoch\x126\n" +
+	"\bsegments\x18\x05 \x03(\v2\x1a.strom.v1.RemoteLogSegmentR\bsegments\"\xa6\x01\n" +
+	"\x10RemoteLogSegment\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
+	"\vbase_offset\x18\x02 \x01(\x03R\n" +
+	"baseOffset\x12\x1d\n" +
+	"\n" +
+	"end_offset\x18\x03 \x01(\x03R\tendOffset\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x04 \x01(\x03R\tsizeBytes\x12#\n" +
+	"\rmax_timestamp\x18\x05 \x01(\x03R\fmaxTimestamp\"!\n" +
+	"\x1fCommitRemoteLogManifestResponse2\xd2\x01\n" +
 	"\x1aCoordinatorInternalService\x12D\n" +
-	"\tAdjustIsr\x12\x1a.strom.v1.AdjustIsrRequest\x1a\x1b.strom.v1.AdjustIsrResponseB Z\x1estrom/rpc/gen/strom/v1;stromv1b\x06proto3"
+	"\tAdjustIsr\x12\x1a.strom.v1.AdjustIsrRequest\x1a\x1b.strom.v1.AdjustIsrResponse\x12n\n" +
+	"\x17CommitRemoteLogManifest\x12(.strom.v1.CommitRemoteLogManifestRequest\x1a).strom.v1.CommitRemoteLogManifestResponseB Z\x1estrom/rpc/gen/strom/v1;stromv1b\x06proto3"
 
 var (
 	file_strom_v1_coordinator_internal_proto_rawDescOnce sync.Once
@@ -182,19 +392,25 @@ func file_strom_v1_coordinator_internal_proto_rawDescGZIP() []byte {
 	return file_strom_v1_coordinator_internal_proto_rawDescData
 }
 
-var file_strom_v1_coordinator_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_strom_v1_coordinator_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_strom_v1_coordinator_internal_proto_goTypes = []any{
-	(*AdjustIsrRequest)(nil),  // 0: strom.v1.AdjustIsrRequest
-	(*AdjustIsrResponse)(nil), // 1: strom.v1.AdjustIsrResponse
+	(*AdjustIsrRequest)(nil),                // 0: strom.v1.AdjustIsrRequest
+	(*AdjustIsrResponse)(nil),               // 1: strom.v1.AdjustIsrResponse
+	(*CommitRemoteLogManifestRequest)(nil),  // 2: strom.v1.CommitRemoteLogManifestRequest
+	(*RemoteLogSegment)(nil),                // 3: strom.v1.RemoteLogSegment
+	(*CommitRemoteLogManifestResponse)(nil), // 4: strom.v1.CommitRemoteLogManifestResponse
 }
 var file_strom_v1_coordinator_internal_proto_depIdxs = []int32{
-	0, // 0: strom.v1.CoordinatorInternalService.AdjustIsr:input_type -> strom.v1.AdjustIsrRequest
-	1, // 1: strom.v1.CoordinatorInternalService.AdjustIsr:output_type -> strom.v1.AdjustIsrResponse
-	1, // [1:2] is the sub-list for method output_type
-	0, // [0:1] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	3, // 0: strom.v1.CommitRemoteLogManifestRequest.segments:type_name -> strom.v1.RemoteLogSegment
+	0, // 1: strom.v1.CoordinatorInternalService.AdjustIsr:input_type -> strom.v1.AdjustIsrRequest
+	2, // 2: strom.v1.CoordinatorInternalService.CommitRemoteLogManifest:input_type -> strom.v1.CommitRemoteLogManifestRequest
+	1, // 3: strom.v1.CoordinatorInternalService.AdjustIsr:output_type -> strom.v1.AdjustIsrResponse
+	4, // 4: strom.v1.CoordinatorInternalService.CommitRemoteLogManifest:output_type -> strom.v1.CommitRemoteLogManifestResponse
+	3, // [3:5] is the sub-list for method output_type
+	1, // [1:3] is the sub-list for method input_type
+	1, // [1:1] is the sub-list for extension type_name
+	1, // [1:1] is the sub-list for extension extendee
+	0, // [0:1] is the sub-list for field type_name
 }
 
 func init() { file_strom_v1_coordinator_internal_proto_init() }
@@ -208,7 +424,7 @@ func file_strom_v1_coordinator_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strom_v1_coordinator_internal_proto_rawDesc), len(file_strom_v1_coordinator_internal_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

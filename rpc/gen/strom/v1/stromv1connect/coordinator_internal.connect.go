@@ -37,6 +37,9 @@ const (
 	// CoordinatorInternalServiceAdjustIsrProcedure is the fully-qualified name of the
 	// CoordinatorInternalService's AdjustIsr RPC.
 	CoordinatorInternalServiceAdjustIsrProcedure = "/strom.v1.CoordinatorInternalService/AdjustIsr"
+	// CoordinatorInternalServiceCommitRemoteLogManifestProcedure is the fully-qualified name of the
+	// CoordinatorInternalService's CommitRemoteLogManifest RPC.
+	CoordinatorInternalServiceCommitRemoteLogManifestProcedure = "/strom.v1.CoordinatorInternalService/CommitRemoteLogManifest"
 )
 
 // CoordinatorInternalServiceClient is a client for the strom.v1.CoordinatorInternalService service.
@@ -50,6 +53,12 @@ type CoordinatorInternalServiceClient interface {
 	// with the bucket epoch one higher. The leader applies it from its
 	// metadata, not from the answer.
 	AdjustIsr(context.Context, *connect.Request[v1.AdjustIsrRequest]) (*connect.Response[v1.AdjustIsrResponse], error)
+	// CommitRemoteLogManifest replaces a bucket's remote log manifest (the
+	// segments its leader tiered to remote storage) as its leader asks
+	// (Fluss's CommitRemoteLogManifest). It is refused with
+	// FENCED_LEADER_EPOCH_EXCEPTION when leader_id or leader_epoch is not the
+	// bucket's, so a deposed leader cannot overwrite its successor's manifest.
+	CommitRemoteLogManifest(context.Context, *connect.Request[v1.CommitRemoteLogManifestRequest]) (*connect.Response[v1.CommitRemoteLogManifestResponse], error)
 }
 
 // NewCoordinatorInternalServiceClient constructs a client for the
@@ -69,17 +78,29 @@ func NewCoordinatorInternalServiceClient(httpClient connect.HTTPClient, baseURL 
 			connect.WithSchema(coordinatorInternalServiceMethods.ByName("AdjustIsr")),
 			connect.WithClientOptions(opts...),
 		),
+		commitRemoteLogManifest: connect.NewClient[v1.CommitRemoteLogManifestRequest, v1.CommitRemoteLogManifestResponse](
+			httpClient,
+			baseURL+CoordinatorInternalServiceCommitRemoteLogManifestProcedure,
+			connect.WithSchema(coordinatorInternalServiceMethods.ByName("CommitRemoteLogManifest")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // coordinatorInternalServiceClient implements CoordinatorInternalServiceClient.
 type coordinatorInternalServiceClient struct {
-	adjustIsr *connect.Client[v1.AdjustIsrRequest, v1.AdjustIsrResponse]
+	adjustIsr               *connect.Client[v1.AdjustIsrRequest, v1.AdjustIsrResponse]
+	commitRemoteLogManifest *connect.Client[v1.CommitRemoteLogManifestRequest, v1.CommitRemoteLogManifestResponse]
 }
 
 // AdjustIsr calls strom.v1.CoordinatorInternalService.AdjustIsr.
 func (c *coordinatorInternalServiceClient) AdjustIsr(ctx context.Context, req *connect.Request[v1.AdjustIsrRequest]) (*connect.Response[v1.AdjustIsrResponse], error) {
 	return c.adjustIsr.CallUnary(ctx, req)
+}
+
+// CommitRemoteLogManifest calls strom.v1.CoordinatorInternalService.CommitRemoteLogManifest.
+func (c *coordinatorInternalServiceClient) CommitRemoteLogManifest(ctx context.Context, req *connect.Request[v1.CommitRemoteLogManifestRequest]) (*connect.Response[v1.CommitRemoteLogManifestResponse], error) {
+	return c.commitRemoteLogManifest.CallUnary(ctx, req)
 }
 
 // CoordinatorInternalServiceHandler is an implementation of the strom.v1.CoordinatorInternalService
@@ -94,6 +115,12 @@ type CoordinatorInternalServiceHandler interface {
 	// with the bucket epoch one higher. The leader applies it from its
 	// metadata, not from the answer.
 	AdjustIsr(context.Context, *connect.Request[v1.AdjustIsrRequest]) (*connect.Response[v1.AdjustIsrResponse], error)
+	// CommitRemoteLogManifest replaces a bucket's remote log manifest (the
+	// segments its leader tiered to remote storage) as its leader asks
+	// (Fluss's CommitRemoteLogManifest). It is refused with
+	// FENCED_LEADER_EPOCH_EXCEPTION when leader_id or leader_epoch is not the
+	// bucket's, so a deposed leader cannot overwrite its successor's manifest.
+	CommitRemoteLogManifest(context.Context, *connect.Request[v1.CommitRemoteLogManifestRequest]) (*connect.Response[v1.CommitRemoteLogManifestResponse], error)
 }
 
 // NewCoordinatorInternalServiceHandler builds an HTTP handler from the service implementation. It
@@ -109,10 +136,18 @@ func NewCoordinatorInternalServiceHandler(svc CoordinatorInternalServiceHandler,
 		connect.WithSchema(coordinatorInternalServiceMethods.ByName("AdjustIsr")),
 		connect.WithHandlerOptions(opts...),
 	)
+	coordinatorInternalServiceCommitRemoteLogManifestHandler := connect.NewUnaryHandler(
+		CoordinatorInternalServiceCommitRemoteLogManifestProcedure,
+		svc.CommitRemoteLogManifest,
+		connect.WithSchema(coordinatorInternalServiceMethods.ByName("CommitRemoteLogManifest")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/strom.v1.CoordinatorInternalService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case CoordinatorInternalServiceAdjustIsrProcedure:
 			coordinatorInternalServiceAdjustIsrHandler.ServeHTTP(w, r)
+		case CoordinatorInternalServiceCommitRemoteLogManifestProcedure:
+			coordinatorInternalServiceCommitRemoteLogManifestHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -124,4 +159,8 @@ type UnimplementedCoordinatorInternalServiceHandler struct{}
 
 func (UnimplementedCoordinatorInternalServiceHandler) AdjustIsr(context.Context, *connect.Request[v1.AdjustIsrRequest]) (*connect.Response[v1.AdjustIsrResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strom.v1.CoordinatorInternalService.AdjustIsr is not implemented"))
+}
+
+func (UnimplementedCoordinatorInternalServiceHandler) CommitRemoteLogManifest(context.Context, *connect.Request[v1.CommitRemoteLogManifestRequest]) (*connect.Response[v1.CommitRemoteLogManifestResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strom.v1.CoordinatorInternalService.CommitRemoteLogManifest is not implemented"))
 }

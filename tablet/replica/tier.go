@@ -1,0 +1,282 @@
+package replica
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"strom/raftmeta/catalog"
+	"strom/record"
+	"strom/remote"
+	"strom/tablet/log"
+)
+
+// Log tiering (issue 14 item 2; DESIGN.md "Log tiering"): every
+// TierConfig.Interval the leader of each log-table bucket copies its rolled
+// segments below the high watermark to remote storage, commits the new
+// manifest through the coordinator, and only then deletes the local
+// segments beyond table.log.tiered.local-segments. Reads below the local
+// log start are served from the remote segments (remoteread.go).
+
+// TierConfig configures log tiering.
+type TierConfig struct {
+	// Store is remote.data.dir's store; nil turns tiering off.
+	Store remote.Store
+	// Interval is how often each leader tiers its log
+	// (remote.log.task-interval-duration).
+	Interval time.Duration
+	// Committer sends manifests to the coordinator.
+	Committer RemoteLogCommitter
+	// CacheDir holds downloaded remote segments; it is emptied when the
+	// manager starts.
+	CacheDir string
+	// CacheBytes bounds the bytes of downloaded segments kept in CacheDir
+	// (remote.log.cache.size); the segment being read is kept even when it
+	// alone is larger.
+	CacheBytes int64
+}
+
+// RemoteLogCommit is a bucket leader's new remote log manifest.
+type RemoteLogCommit struct {
+	TB          TableBucket
+	Leader      int32
+	LeaderEpoch int32
+	Segments    []catalog.RemoteLogSegment
+}
+
+// RemoteLogCommitter sends a remote log manifest to the coordinator
+// (server's node-to-node call). It returns nil once the coordinator wrote
+// it, or the error it refused it with (a fenced leader epoch).
+type RemoteLogCommitter interface {
+	CommitRemoteLog(ctx context.Context, c RemoteLogCommit) error
+}
+
+// remoteLogPrefix is where a bucket's segments go:
+// log/<db>/<table>-<table id>/<bucket>/ (Fluss's layout), each segment's
+// objects under <segment id>/.
+func remoteLogPrefix(t catalog.Table, tb TableBucket) string {
+	return fmt.Sprintf("log/%s/%s-%d/%d/", t.Database, t.Name, tb.TableID, tb.Bucket)
+}
+
+// segmentKey is the key of one of a segment's objects: suffix is .log,
+// .index or .timeindex.
+func segmentKey(prefix string, s catalog.RemoteLogSegment, suffix string) string {
+	return prefix + s.ID + "/" + fmt.Sprintf("%020d", s.BaseOffset) + suffix
+}
+
+// tierLogs runs the tiering task of every bucket this node leads, every
+// Interval, until ctx is done.
+func (m *Manager) tierLogs(ctx context.Context) {
+	t := time.NewTicker(m.cfg.Tier.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		m.TierOnce(ctx, time.Now())
+	}
+}
+
+// TierOnce runs the tiering task of every log-table bucket this node leads
+// once, with now the time table.log.ttl is judged at (the manager's Run
+// does it every TierConfig.Interval).
+func (m *Manager) TierOnce(ctx context.Context, now time.Time) {
+	m.mu.RLock()
+	tables := m.mu.tables
+	m.mu.RUnlock()
+	for _, r := range m.replicas() {
+		t, ok := tables[r.tb.TableID]
+		if !ok || r.kv != nil {
+			// A primary-key table's changelog is its KV's write-ahead log:
+			// it is tiered with KV snapshots (not yet).
+			continue
+		}
+		if err := m.tierBucket(ctx, r, t, now); err != nil && ctx.Err() == nil {
+			m.lg.Warn("log tiering", "bucket", r.tb.String(), "err", err)
+		}
+	}
+}
+
+// tierBucket is one round of the tiering task of a bucket: remove orphans,
+// drop expired remote segments (table.log.ttl), upload the new rolled
+// segments, commit, then delete the expired segments' objects and the local segments beyond
+// table.log.tiered.local-segments. A failure anywhere before the commit
+// leaves the manifest as it was (what was uploaded is an orphan the next
+// round removes); the next round starts again from the manifest.
+func (m *Manager) tierBucket(ctx context.Context, r *Replica, t catalog.Table, now time.Time) error {
+	r.mu.Lock()
+	leader, epoch := r.mu.leader, r.mu.leaderEpoch
+	r.mu.Unlock()
+	if leader != m.cfg.NodeID {
+		return nil
+	}
+	man, err := m.manifest(r, epoch)
+	if err != nil {
+		return err
+	}
+	store, prefix := m.cfg.Tier.Store, remoteLogPrefix(t, r.tb)
+	if err := removeOrphans(ctx, store, prefix, man); err != nil {
+		return err
+	}
+	d := t.Descriptor()
+	segs := man.Segments
+	// Segments whose newest batch is older than limit are expired
+	// (table.log.ttl): dropped from the manifest, never uploaded.
+	limit := int64(math.MinInt64)
+	if v, ok := d.Option(record.OptLogTTL); ok {
+		if ttl, err := record.ParseDuration(v); err == nil && ttl > 0 {
+			limit = now.UnixMilli() - ttl.Milliseconds()
+		}
+	}
+	var expired []catalog.RemoteLogSegment
+	for len(segs) > 0 && segs[0].MaxTimestamp < limit {
+		expired, segs = append(expired, segs[0]), segs[1:]
+	}
+	segs = append([]catalog.RemoteLogSegment(nil), segs...)
+	hw := r.log.HighWatermark()
+	for _, s := range r.log.Segments() {
+		end := man.EndOffset()
+		if len(segs) > 0 {
+			end = segs[len(segs)-1].EndOffset
+		}
+		if !s.Sealed || s.NextOffset > hw || s.NextOffset <= end || s.BaseOffset == s.NextOffset || s.MaxTimestamp < limit {
+			continue
+		}
+		if len(segs) > 0 && s.BaseOffset != end {
+			// Local retention removed segments never tiered (they expired):
+			// the remote log starts again here.
+			expired, segs = append(expired, segs...), nil
+		}
+		rs, err := m.uploadSegment(ctx, prefix, s, epoch)
+		if err != nil {
+			return err
+		}
+		segs = append(segs, rs)
+	}
+	if len(expired) > 0 || len(segs) != len(man.Segments) {
+		if err := m.cfg.Tier.Committer.CommitRemoteLog(ctx, RemoteLogCommit{TB: r.tb, Leader: leader, LeaderEpoch: epoch, Segments: segs}); err != nil {
+			return fmt.Errorf("commit remote log manifest: %w", err)
+		}
+		r.mu.Lock()
+		r.mu.tiered = &catalog.RemoteLogManifest{LeaderEpoch: epoch, Segments: segs}
+		r.mu.Unlock()
+		for _, s := range expired {
+			if err := deleteSegmentObjects(ctx, store, prefix, s); err != nil {
+				return err
+			}
+		}
+	}
+	if len(segs) == 0 {
+		return nil
+	}
+	keep := 2
+	if v, ok := d.Option(record.OptLogTieredLocalSegments); ok {
+		if n, err := strconv.Atoi(v); err == nil && n >= 1 {
+			keep = n
+		}
+	}
+	local := r.log.Segments()
+	if len(local) <= keep {
+		return nil
+	}
+	_, err = r.log.DeleteSegmentsBefore(min(local[len(local)-keep].BaseOffset, segs[len(segs)-1].EndOffset))
+	return err
+}
+
+// manifest is the bucket's remote log manifest as the leader at epoch
+// knows it: the one it committed last at epoch (its metadata may not show
+// it yet), else the metadata's, which holds every commit of an earlier
+// leader (they precede this leader's election in the Raft log).
+func (m *Manager) manifest(r *Replica, epoch int32) (catalog.RemoteLogManifest, error) {
+	r.mu.Lock()
+	own := r.mu.tiered
+	r.mu.Unlock()
+	if own != nil && own.LeaderEpoch == epoch {
+		return *own, nil
+	}
+	return m.cat.RemoteLogs(r.tb.TableID, r.tb.Bucket)
+}
+
+// uploadSegment copies a sealed local segment and its index files to a new
+// segment id under prefix.
+func (m *Manager) uploadSegment(ctx context.Context, prefix string, s log.SegmentInfo, epoch int32) (catalog.RemoteLogSegment, error) {
+	var id [6]byte
+	_, _ = rand.Read(id[:]) // crypto/rand.Read never fails (Go 1.24+)
+	rs := catalog.RemoteLogSegment{
+		ID:         fmt.Sprintf("%020d-%d-%s", s.BaseOffset, epoch, hex.EncodeToString(id[:])),
+		BaseOffset: s.BaseOffset, EndOffset: s.NextOffset, SizeBytes: s.Size, MaxTimestamp: s.MaxTimestamp,
+	}
+	base := strings.TrimSuffix(s.Path, ".log")
+	// The .log last: a segment whose .log is there has its indexes too.
+	for _, suffix := range []string{".index", ".timeindex", ".log"} {
+		f, err := m.fs().Open(base + suffix)
+		if errors.Is(err, os.ErrNotExist) && suffix != ".log" {
+			continue // a sealed segment's indexes are rebuilt only when missing at open
+		}
+		if err != nil {
+			return rs, fmt.Errorf("tier segment %d: %w", s.BaseOffset, err)
+		}
+		size := s.Size
+		if suffix != ".log" {
+			st, err := f.Stat()
+			if err != nil {
+				f.Close()
+				return rs, fmt.Errorf("tier segment %d: %w", s.BaseOffset, err)
+			}
+			size = st.Size()
+		}
+		// A section reader is seekable, so the S3 store sends it as one
+		// streamed PutObject (remote/DESIGN.md).
+		err = m.cfg.Tier.Store.Put(ctx, segmentKey(prefix, rs, suffix), io.NewSectionReader(f, 0, size))
+		f.Close()
+		if err != nil {
+			return rs, fmt.Errorf("tier segment %d: %w", s.BaseOffset, err)
+		}
+	}
+	return rs, nil
+}
+
+// removeOrphans deletes the objects under prefix that belong to no segment
+// of man: uploads whose commit failed or never came (a crash, a fenced
+// leader).
+func removeOrphans(ctx context.Context, store remote.Store, prefix string, man catalog.RemoteLogManifest) error {
+	live := map[string]bool{}
+	for _, s := range man.Segments {
+		live[s.ID] = true
+	}
+	var orphans []string
+	for obj, err := range store.List(ctx, prefix) {
+		if err != nil {
+			return err
+		}
+		id, _, _ := strings.Cut(strings.TrimPrefix(obj.Key, prefix), "/")
+		if !live[id] {
+			orphans = append(orphans, obj.Key)
+		}
+	}
+	for _, k := range orphans {
+		if err := store.Delete(ctx, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func deleteSegmentObjects(ctx context.Context, store remote.Store, prefix string, s catalog.RemoteLogSegment) error {
+	for _, suffix := range []string{".log", ".index", ".timeindex"} {
+		if err := store.Delete(ctx, segmentKey(prefix, s, suffix)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
