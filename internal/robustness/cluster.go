@@ -258,8 +258,9 @@ func (n *Node) Kill() error {
 }
 
 // Stop stops the process with SIGTERM (a controlled shutdown) and waits
-// for it to exit; after timeout it is killed, and that is an error: a
-// clean stop that hangs is a bug the run reports.
+// for it to exit. After timeout it gets SIGQUIT, so that the Go runtime
+// writes every goroutine's stack to the node's log, then SIGKILL, and
+// that is an error: a clean stop that hangs is a bug the run reports.
 func (n *Node) Stop(timeout time.Duration) error {
 	if err := n.signal(syscall.SIGTERM); err != nil {
 		return err
@@ -272,9 +273,16 @@ func (n *Node) Stop(timeout time.Duration) error {
 		n.reap()
 		return nil
 	case <-time.After(timeout):
-		_ = n.Kill()
-		return fmt.Errorf("robustness: node %d did not stop within %v of SIGTERM", n.ID, timeout)
 	}
+	_ = n.signal(syscall.SIGQUIT)
+	select {
+	case <-done:
+		n.reap()
+	case <-time.After(5 * time.Second):
+		_ = n.Kill()
+	}
+	return fmt.Errorf("robustness: node %d did not stop within %v of SIGTERM (its goroutines are at the end of its log %s)",
+		n.ID, timeout, filepath.Join(n.dir, "node.log"))
 }
 
 // reap waits for the exited process and forgets it.
