@@ -8,16 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -42,21 +38,7 @@ const (
 
 func requireEnv(t testing.TB, names ...string) []string {
 	t.Helper()
-	vals := make([]string, len(names))
-	for i, n := range names {
-		vals[i] = os.Getenv(n)
-		if vals[i] != "" {
-			continue
-		}
-		msg := n + " is not set: the tests against a real S3-compatible server did not run " +
-			`(eval "$(scripts/versitygw.sh start)")`
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		fmt.Fprintf(os.Stderr, "\n!!!!!!!!!!\n!!!! %s: SKIPPED. %s\n!!!!!!!!!!\n\n", t.Name(), msg)
-		t.Skip(msg)
-	}
-	return vals
+	return storetest.RequireEnv(t, names...)
 }
 
 // s3Server is an S3 endpoint and its root credentials.
@@ -165,64 +147,15 @@ func TestS3StoreConformance(t *testing.T) {
 	})
 }
 
-// versitygw is a versitygw process of the test's own, which it can stop
-// and start again on the same port and directory.
+// versitygw is a versitygw process of the test's own.
 type versitygw struct {
-	t    *testing.T
-	bin  string
-	dir  string
-	addr string
+	*storetest.Versitygw
 	s3Server
-	cmd *exec.Cmd
 }
 
 func startVersitygw(t *testing.T) *versitygw {
-	bin := requireEnv(t, envBinary)[0]
-	// The port is picked once, and the process that takes it is started
-	// at once; the test restarts it on the same port.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	key := make([]byte, 20)
-	rand.Read(key)
-	g := &versitygw{t: t, bin: bin, dir: t.TempDir(), addr: addr,
-		s3Server: s3Server{"http://" + addr, hex.EncodeToString(key[:10]), hex.EncodeToString(key[10:])}}
-	g.start()
-	t.Cleanup(g.stop)
-	return g
-}
-
-func (g *versitygw) start() {
-	g.t.Helper()
-	g.cmd = exec.Command(g.bin, "--port", g.addr, "--quiet", "--access", g.access, "--secret", g.secret, "posix", g.dir)
-	g.cmd.Stdout, g.cmd.Stderr = os.Stderr, os.Stderr
-	if err := g.cmd.Start(); err != nil {
-		g.t.Fatal(err)
-	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		c, err := net.DialTimeout("tcp", g.addr, time.Second)
-		if err == nil {
-			c.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			g.t.Fatalf("versitygw did not listen on %s: %v", g.addr, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func (g *versitygw) stop() {
-	if g.cmd == nil {
-		return
-	}
-	g.cmd.Process.Signal(syscall.SIGKILL)
-	g.cmd.Wait()
-	g.cmd = nil
+	g := storetest.StartVersitygw(t)
+	return &versitygw{g, s3Server{g.Endpoint(), g.Access, g.Secret}}
 }
 
 // blockingReader yields first, then blocks until release is closed, then
@@ -282,7 +215,7 @@ func TestS3StoreServerStopped(t *testing.T) {
 	r := &blockingReader{first: data[:partSize+1], rest: data[partSize+1:], blocked: blocked, release: release}
 	go func() {
 		<-blocked // the first part is read (and being sent); the server goes
-		g.stop()
+		g.Stop()
 		close(release)
 	}()
 	err = s.Put(ctx, "big", r)
@@ -297,7 +230,7 @@ func TestS3StoreServerStopped(t *testing.T) {
 		t.Fatalf("put returned only when its context ended: %v", err)
 	}
 
-	g.start()
+	g.Start()
 	if err := s.Put(ctx, "big", bytes.NewReader(data)); err != nil {
 		t.Fatalf("put after the server came back: %v", err)
 	}

@@ -2,80 +2,15 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"strom/remote"
+	"strom/remote/storetest"
 )
-
-// s3gw is a versitygw process of the test's own (STROM_VERSITYGW, from
-// scripts/versitygw.sh), so that the test can stop and start it.
-type s3gw struct {
-	t              *testing.T
-	bin, dir, addr string
-	access, secret string
-	cmd            *exec.Cmd
-}
-
-// startS3gw starts versitygw on a free loopback port. Without
-// STROM_VERSITYGW the test is skipped loudly, or fails under CI=true (as
-// remote's S3 tests).
-func startS3gw(t *testing.T) *s3gw {
-	bin := os.Getenv("STROM_VERSITYGW")
-	if bin == "" {
-		msg := `STROM_VERSITYGW is not set: the tiering test against a real S3-compatible server did not run (eval "$(scripts/versitygw.sh start)")`
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		fmt.Fprintf(os.Stderr, "\n!!!!!!!!!!\n!!!! %s: SKIPPED. %s\n!!!!!!!!!!\n\n", t.Name(), msg)
-		t.Skip(msg)
-	}
-	key := make([]byte, 20)
-	rand.Read(key)
-	g := &s3gw{t: t, bin: bin, dir: t.TempDir(), addr: freeAddr(t), access: hex.EncodeToString(key[:10]), secret: hex.EncodeToString(key[10:])}
-	g.start()
-	t.Cleanup(g.stop)
-	return g
-}
-
-func (g *s3gw) start() {
-	g.t.Helper()
-	g.cmd = exec.Command(g.bin, "--port", g.addr, "--quiet", "--access", g.access, "--secret", g.secret, "posix", g.dir)
-	g.cmd.Stdout, g.cmd.Stderr = os.Stderr, os.Stderr
-	if err := g.cmd.Start(); err != nil {
-		g.t.Fatal(err)
-	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		c, err := net.DialTimeout("tcp", g.addr, time.Second)
-		if err == nil {
-			c.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			g.t.Fatalf("versitygw did not listen on %s: %v", g.addr, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func (g *s3gw) stop() {
-	if g.cmd == nil {
-		return
-	}
-	g.cmd.Process.Signal(syscall.SIGKILL)
-	g.cmd.Wait()
-	g.cmd = nil
-}
 
 // Tiering to S3 (a real versitygw): with the server stopped, writes and
 // reads of local data go on and the manifest and local segments stay as
@@ -83,9 +18,9 @@ func (g *s3gw) stop() {
 // earliest offset reads every row once and in order, full and projected,
 // from the S3 segments and the local ones.
 func TestTieringToS3SurvivesTheServerStopping(t *testing.T) {
-	g := startS3gw(t)
+	g := storetest.StartVersitygw(t)
 	opts := remote.Options{MaxAttempts: 2, MaxBackoff: 50 * time.Millisecond,
-		S3: remote.S3Options{Endpoint: "http://" + g.addr, AccessKey: g.access, SecretKey: g.secret}}
+		S3: remote.S3Options{Endpoint: g.Endpoint(), AccessKey: g.Access, SecretKey: g.Secret}}
 	client, err := remote.NewS3Client(t.Context(), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +31,7 @@ func TestTieringToS3SurvivesTheServerStopping(t *testing.T) {
 	}
 	cfg, _ := tieringConfig(t)
 	cfg.RemoteDataDir = "s3://" + bucket + "/cluster"
-	cfg.S3Endpoint, cfg.S3AccessKey, cfg.S3SecretKey = opts.S3.Endpoint, g.access, g.secret
+	cfg.S3Endpoint, cfg.S3AccessKey, cfg.S3SecretKey = opts.S3.Endpoint, g.Access, g.Secret
 	s := startServer(t, cfg)
 	info := createTableWithOptions(t, s, "demo", "tiered", tierDDL, nil)
 	waitReplicas(t, s, info)
@@ -116,7 +51,7 @@ func TestTieringToS3SurvivesTheServerStopping(t *testing.T) {
 		t.Fatalf("bucket holds %d objects (%v), want 3 per segment (%d)", len(out.Contents), err, len(first.Segments))
 	}
 
-	g.stop()
+	g.Stop()
 	produceRows(t, s, info, 30, 60)
 	tctx, cancel := context.WithTimeout(ctx, time.Minute)
 	s.replicas.TierOnce(tctx, time.Now())
@@ -132,7 +67,7 @@ func TestTieringToS3SurvivesTheServerStopping(t *testing.T) {
 		t.Fatalf("a read of local data with S3 down: %v (%d bytes)", err, len(rr.Batches))
 	}
 
-	g.start()
+	g.Start()
 	s.replicas.TierOnce(ctx, time.Now())
 	caught, _ := s.cat.RemoteLogs(info.TableId, 0)
 	if caught.EndOffset() <= first.EndOffset() || len(r.Log().Segments()) != 2 {
