@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -41,6 +42,7 @@ type scanConfig struct {
 	bucketMaxBytes int32
 	maxWait        time.Duration
 	skipCorrupt    bool
+	noPrefetch     bool // the fetch before prefetching, for benchmarks (export_test.go)
 }
 
 // ScanOption configures a LogScanner.
@@ -91,18 +93,47 @@ func (e *CorruptBatchError) Error() string {
 func (e *CorruptBatchError) Unwrap() error { return e.Err }
 
 // LogScanner reads a log table (or a primary-key table's changelog) from
-// the buckets it is subscribed to. It is not safe for concurrent Polls.
+// the buckets it is subscribed to. Like Fluss's LogFetcher it keeps one
+// fetch in flight per leader node, for that node's buckets that have
+// nothing buffered, and buffers each bucket's completed fetch (one per
+// bucket at most: a bucket with a fetch buffered is not fetched again until
+// Poll returns it). Poll returns what is buffered, and sends the next
+// fetches before it returns. It is not safe for concurrent Polls; Close
+// stops the fetches in flight.
 type LogScanner struct {
 	t      *Table
 	cfg    scanConfig
 	schema record.Schema // of the columns read
 
+	ctx    context.Context // of the fetches; cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the fetches in flight
+	ready  chan struct{}  // a fetch completed (buffer 1)
+
 	mu struct {
 		sync.Mutex
-		offsets map[int32]int64              // next offset per subscribed bucket
-		stopped map[int32]*CorruptBatchError // buckets stopped at a batch they cannot read
+		offsets  map[int32]int64              // next offset per subscribed bucket
+		stopped  map[int32]*CorruptBatchError // buckets stopped at a batch they cannot read
+		epoch    map[int32]uint64             // per bucket, changed by Subscribe: a fetch sent before is stale
+		inflight map[int32]bool               // buckets with a fetch in flight
+		busy     map[*node]bool               // nodes with a fetch in flight
+		buffered map[int32]fetched            // completed fetches not returned yet
 	}
 }
+
+// fetched is one bucket's completed fetch, decoded, with the offset it
+// moves the bucket to.
+type fetched struct {
+	f     BucketFetch
+	next  int64
+	epoch uint64
+	// failed is the error of a fetch of which no node answered (f.Err
+	// says the same): a Poll returning only such fetches returns it.
+	failed error
+}
+
+// ErrScannerClosed is returned by Poll after Close.
+var ErrScannerClosed = errors.New("client: log scanner is closed")
 
 // NewLogScanner returns a scanner with no subscriptions.
 func (t *Table) NewLogScanner(opts ...ScanOption) (*LogScanner, error) {
@@ -129,6 +160,12 @@ func (t *Table) NewLogScanner(opts ...ScanOption) (*LogScanner, error) {
 	}
 	s.mu.offsets = map[int32]int64{}
 	s.mu.stopped = map[int32]*CorruptBatchError{}
+	s.mu.epoch = map[int32]uint64{}
+	s.mu.inflight = map[int32]bool{}
+	s.mu.busy = map[*node]bool{}
+	s.mu.buffered = map[int32]fetched{}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.ready = make(chan struct{}, 1)
 	return s, nil
 }
 
@@ -138,7 +175,8 @@ func (s *LogScanner) Schema() record.Schema { return s.schema }
 
 // Subscribe starts reading bucket from start, resolving Earliest, Latest
 // and timestamps to an offset now. A bucket stopped at a batch it cannot
-// read (CorruptBatchError) reads again from start.
+// read (CorruptBatchError) reads again from start. What was fetched for the
+// bucket before and not returned yet is dropped.
 func (s *LogScanner) Subscribe(ctx context.Context, bucket int32, start StartOffset) error {
 	if bucket < 0 || bucket >= s.t.Buckets() {
 		return fmt.Errorf("client: bucket %d does not exist: %s.%s has buckets 0..%d", bucket, s.t.info.Database, s.t.info.Table, s.t.Buckets()-1)
@@ -159,6 +197,11 @@ func (s *LogScanner) Subscribe(ctx context.Context, bucket int32, start StartOff
 	s.mu.Lock()
 	s.mu.offsets[bucket] = off
 	delete(s.mu.stopped, bucket)
+	s.mu.epoch[bucket]++
+	if b, ok := s.mu.buffered[bucket]; ok {
+		Fetches{b.f}.Release()
+		delete(s.mu.buffered, bucket)
+	}
 	s.mu.Unlock()
 	return nil
 }
@@ -250,54 +293,165 @@ func (fs Fetches) Release() {
 	}
 }
 
-// Poll fetches from every subscribed bucket, waiting up to MaxWait for new
-// data, and advances the scanner past what it returns. An error is returned
-// only when no bucket could be asked (every bucket is stopped at a batch it
-// cannot read, say); per-bucket errors are in the fetches.
+// Poll returns what the scanner has fetched from its subscribed buckets
+// and not returned yet, waiting (up to MaxWait on the server, more while
+// no node answers) while it has nothing, and advances the scanner past what
+// it returns. Before returning it sends the next fetches (one per leader
+// node with none in flight, for the buckets with nothing buffered), so
+// that they proceed while the caller reads. A bucket's fetch is returned
+// as soon as it completes: a leader with no new data does not hold up the
+// others'. An error is returned only when no bucket could be asked (every
+// bucket is stopped at a batch it cannot read, or no node answered within
+// the retry timeout); per-bucket errors are in the fetches.
 func (s *LogScanner) Poll(ctx context.Context) (Fetches, error) {
-	s.mu.Lock()
-	if len(s.mu.offsets) == 0 {
-		s.mu.Unlock()
-		return nil, errors.New("client: Poll before Subscribe")
-	}
-	pos := make(map[int32]int64, len(s.mu.offsets))
-	var out Fetches
-	for b, o := range s.mu.offsets {
-		if e := s.mu.stopped[b]; e != nil {
-			out = append(out, BucketFetch{Bucket: b, From: o, Err: e})
-			continue
-		}
-		pos[b] = o
-	}
-	s.mu.Unlock()
-	if len(pos) == 0 {
-		sort.Slice(out, func(i, j int) bool { return out[i].Bucket < out[j].Bucket })
-		return out, fmt.Errorf("client: every subscribed bucket is stopped at a batch it cannot read: %w", out.Errors())
-	}
-	buckets := make([]int32, 0, len(pos))
-	for b := range pos {
-		buckets = append(buckets, b)
-	}
-	sort.Slice(buckets, func(i, j int) bool { return buckets[i] < buckets[j] })
-	results, err := s.fetch(ctx, buckets, pos)
-	if err != nil {
-		return nil, err
-	}
-	for _, r := range results {
-		f, next := s.decode(r, pos[r.Bucket])
+	for {
 		s.mu.Lock()
-		if _, ok := s.mu.offsets[r.Bucket]; ok {
-			s.mu.offsets[r.Bucket] = next
-			var ce *CorruptBatchError
-			if errors.As(f.Err, &ce) {
-				s.mu.stopped[r.Bucket] = ce
-			}
+		if s.ctx.Err() != nil {
+			s.mu.Unlock()
+			return nil, ErrScannerClosed
 		}
+		if len(s.mu.offsets) == 0 {
+			s.mu.Unlock()
+			return nil, errors.New("client: Poll before Subscribe")
+		}
+		if len(s.mu.stopped) == len(s.mu.offsets) {
+			out := s.stoppedLocked()
+			s.mu.Unlock()
+			return out, fmt.Errorf("client: every subscribed bucket is stopped at a batch it cannot read: %w", out.Errors())
+		}
+		// Without prefetch, a poll waits for every fetch it sent.
+		if len(s.mu.buffered) > 0 && (!s.cfg.noPrefetch || len(s.mu.inflight) == 0) {
+			out, err := s.takeLocked()
+			if !s.cfg.noPrefetch {
+				s.sendLocked()
+			}
+			s.mu.Unlock()
+			return out, err
+		}
+		s.sendLocked()
 		s.mu.Unlock()
-		out = append(out, f)
+		select {
+		case <-s.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// stoppedLocked returns an error fetch for each stopped bucket.
+func (s *LogScanner) stoppedLocked() Fetches {
+	var out Fetches
+	for b, e := range s.mu.stopped {
+		out = append(out, BucketFetch{Bucket: b, From: s.mu.offsets[b], Err: e})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Bucket < out[j].Bucket })
-	return out, nil
+	return out
+}
+
+// takeLocked returns the buffered fetches (and the stopped buckets'
+// errors), in bucket order, and advances their buckets; and, when no node
+// answered any of those fetches, the errors of their calls.
+func (s *LogScanner) takeLocked() (Fetches, error) {
+	out := s.stoppedLocked()
+	answered := false
+	var failed []error
+	for b, r := range s.mu.buffered {
+		if r.failed == nil {
+			answered = true
+		} else if !slices.Contains(failed, r.failed) {
+			failed = append(failed, r.failed)
+		}
+		delete(s.mu.buffered, b)
+		s.mu.offsets[b] = r.next
+		var ce *CorruptBatchError
+		if errors.As(r.f.Err, &ce) {
+			s.mu.stopped[b] = ce
+		}
+		out = append(out, r.f)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Bucket < out[j].Bucket })
+	if answered {
+		return out, nil
+	}
+	return out, errors.Join(failed...)
+}
+
+// sendLocked sends a fetch to each leader node with none in flight, for
+// its buckets that are subscribed, not stopped, not being fetched and with
+// nothing buffered.
+func (s *LogScanner) sendLocked() {
+	var buckets []int32
+	for b := range s.mu.offsets {
+		if s.mu.stopped[b] == nil && !s.mu.inflight[b] {
+			if _, ok := s.mu.buffered[b]; !ok {
+				buckets = append(buckets, b)
+			}
+		}
+	}
+	sort.Slice(buckets, func(i, j int) bool { return buckets[i] < buckets[j] })
+	_, groups := s.t.byLeader(buckets)
+	for n, bs := range groups {
+		if s.mu.busy[n] {
+			continue
+		}
+		s.mu.busy[n] = true
+		pos := make(map[int32]int64, len(bs))
+		epochs := make(map[int32]uint64, len(bs))
+		for _, b := range bs {
+			s.mu.inflight[b] = true
+			pos[b], epochs[b] = s.mu.offsets[b], s.mu.epoch[b]
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			results, err := s.fetch(s.ctx, bs, pos)
+			if err != nil {
+				// No node answered within the retry timeout: each bucket
+				// has the error, and keeps its position.
+				d := errorDetail(err)
+				for _, b := range bs {
+					results = append(results, &stromv1.FetchBucketResult{Bucket: b, Error: d})
+				}
+			}
+			// Decoded here, outside the lock, while the caller reads.
+			done := make([]fetched, len(results))
+			for i, r := range results {
+				done[i].f, done[i].next = s.decode(r, pos[r.Bucket])
+				done[i].epoch, done[i].failed = epochs[r.Bucket], err
+			}
+			s.mu.Lock()
+			delete(s.mu.busy, n)
+			for _, b := range bs {
+				delete(s.mu.inflight, b)
+			}
+			for _, d := range done {
+				b := d.f.Bucket
+				if _, ok := s.mu.offsets[b]; !ok || d.epoch != s.mu.epoch[b] || s.ctx.Err() != nil {
+					Fetches{d.f}.Release() // subscribed elsewhere since: stale
+					continue
+				}
+				s.mu.buffered[b] = d
+			}
+			s.mu.Unlock()
+			select {
+			case s.ready <- struct{}{}:
+			default:
+			}
+		}()
+	}
+}
+
+// Close stops the fetches in flight, waits for them, and releases what was
+// fetched and not returned. The scanner must not be used afterwards.
+func (s *LogScanner) Close() {
+	s.cancel()
+	s.wg.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for b, r := range s.mu.buffered {
+		Fetches{r.f}.Release()
+		delete(s.mu.buffered, b)
+	}
 }
 
 // fetch sends one FetchLog per leader, for its buckets, all at once, and
