@@ -10,10 +10,12 @@
 package strictfs
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -22,9 +24,15 @@ import (
 type FS struct {
 	*vfs.MemFS
 
+	off atomic.Bool // set by Crash: every fsync fails from then on
+
 	mu   sync.Mutex
 	open map[*file]struct{} // files opened for writing, renamed along with their name
 }
+
+// ErrPowerOff is what an fsync on a file system that Crash was called on
+// returns: the power is off, nothing more reaches the disk.
+var ErrPowerOff = errors.New("strictfs: the power is off")
 
 var _ vfs.FS = (*FS)(nil)
 
@@ -38,8 +46,21 @@ func wrap(m *vfs.MemFS) *FS { return &FS{MemFS: m, open: map[*file]struct{}{}} }
 // part of what was not, in 4 KiB blocks: torn writes. The zero cfg keeps
 // exactly what was fsynced. fs itself is unchanged and may go on being used
 // (by a node shutting down after the crash): nothing done to it reaches the
-// result.
-func (fs *FS) Crash(cfg vfs.CrashCloneCfg) *FS { return wrap(fs.MemFS.CrashClone(cfg)) }
+// result; but every fsync on it fails with ErrPowerOff from now on, so
+// that a node still running on it cannot acknowledge what waits for one.
+func (fs *FS) Crash(cfg vfs.CrashCloneCfg) *FS {
+	fs.off.Store(true)
+	return wrap(fs.MemFS.CrashClone(cfg))
+}
+
+// OpenDir implements vfs.FS.
+func (fs *FS) OpenDir(name string) (vfs.File, error) {
+	d, err := fs.MemFS.OpenDir(name)
+	if err != nil {
+		return nil, err
+	}
+	return &file{fs: fs, name: name, f: d}, nil
+}
 
 // Create implements vfs.FS.
 func (fs *FS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
@@ -129,7 +150,7 @@ func (f *file) Truncate(size int64) error {
 	return nil
 }
 
-func (f *file) Close() error {
+func (f *file) Close() error { // also of a directory, never tracked
 	f.fs.mu.Lock()
 	delete(f.fs.open, f)
 	f.fs.mu.Unlock()
@@ -175,6 +196,9 @@ func (f *file) Stat() (vfs.FileInfo, error) {
 func (f *file) Sync() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.fs.off.Load() {
+		return ErrPowerOff
+	}
 	if err := f.f.Sync(); err != nil {
 		return err
 	}

@@ -76,32 +76,45 @@ func TestCrashKeepsOnlySyncedData(t *testing.T) {
 	if got, _ := contents(t, fs, "/d/a"); got != "synced lost" {
 		t.Errorf("the crashed file system changed: a = %q", got)
 	}
+	if err := f.Sync(); !errors.Is(err, ErrPowerOff) {
+		t.Errorf("fsync after the crash: %v, want ErrPowerOff", err)
+	}
+	if _, err := c.Create("/d/c", vfs.WriteCategoryUnspecified); err != nil {
+		t.Errorf("the crash's result: %v", err)
+	}
 }
 
-func TestTruncateIsDurableOnceSynced(t *testing.T) {
+// truncatable creates /a (through a rename from /a.tmp, which the open
+// file follows) holding 0123456789, fsynced with its directory, and
+// truncates it to 4 bytes.
+func truncatable(t *testing.T) (*FS, vfs.File) {
 	fs := New()
 	f := mustCreate(t, fs, "/a.tmp", "0123456789")
 	if err := f.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	if err := fs.Rename("/a.tmp", "/a"); err != nil { // the open file follows its name
+	if err := fs.Rename("/a.tmp", "/a"); err != nil {
 		t.Fatal(err)
 	}
 	syncDir(t, fs, "/")
 	if err := f.(*file).Truncate(4); err != nil {
 		t.Fatal(err)
 	}
+	return fs, f
+}
+
+func TestTruncateIsDurableOnceSynced(t *testing.T) {
+	fs, _ := truncatable(t)
 	if got, _ := contents(t, fs.Crash(vfs.CrashCloneCfg{}), "/a"); got != "0123456789" {
 		t.Errorf("an unsynced truncation survived the crash: a = %q", got)
 	}
+
+	fs, f := truncatable(t)
 	if _, err := f.WriteAt([]byte("ab"), 4); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Sync(); err != nil {
 		t.Fatal(err)
-	}
-	if got, _ := contents(t, fs.Crash(vfs.CrashCloneCfg{}), "/a"); got != "0123ab" {
-		t.Errorf("after truncate, write, sync and a crash: a = %q, want %q", got, "0123ab")
 	}
 	buf := make([]byte, 6)
 	if _, err := f.ReadAt(buf, 0); err != nil || !bytes.Equal(buf, []byte("0123ab")) {
@@ -109,5 +122,8 @@ func TestTruncateIsDurableOnceSynced(t *testing.T) {
 	}
 	if err := f.(*file).Truncate(100); err == nil {
 		t.Error("truncating past the end succeeded")
+	}
+	if got, _ := contents(t, fs.Crash(vfs.CrashCloneCfg{}), "/a"); got != "0123ab" {
+		t.Errorf("after truncate, write, sync and a crash: a = %q, want %q", got, "0123ab")
 	}
 }

@@ -37,7 +37,8 @@ func createKVTable(ctx context.Context, t *testing.T, c *Cluster, name string) c
 	if _, err := cl.Admin().CreateDatabase(ctx, &stromv1.CreateDatabaseRequest{Database: "fluss", IgnoreIfExists: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cl.Admin().CreateTable(ctx, &stromv1.CreateTableRequest{Database: "fluss", Table: name, Descriptor_: &stromv1.TableDescriptor{
+	// IgnoreIfExists: the client retries a call whose answer it lost.
+	if _, err := cl.Admin().CreateTable(ctx, &stromv1.CreateTableRequest{Database: "fluss", Table: name, IgnoreIfExists: true, Descriptor_: &stromv1.TableDescriptor{
 		Schema: &stromv1.Schema{Columns: []*stromv1.Column{
 			{Name: "id", Type: "BIGINT NOT NULL"}, {Name: "v", Type: "STRING"},
 		}, PrimaryKey: []string{"id"}},

@@ -17,6 +17,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -291,6 +292,19 @@ func (c *Cluster) Kill(i int) {
 // Options.PowerLoss; the nodes must be running.
 func (c *Cluster) PowerOff(ids ...int) {
 	c.t.Helper()
+	c.powerOff(vfs.CrashCloneCfg{}, ids)
+}
+
+// PowerOffTorn is PowerOff where each node keeps, beside what it fsynced, a
+// random half of the rest (4 KiB blocks of file data, directory entries),
+// chosen by a random source seeded with seed: torn writes.
+func (c *Cluster) PowerOffTorn(seed uint64, ids ...int) {
+	c.t.Helper()
+	c.powerOff(vfs.CrashCloneCfg{UnsyncedDataPercent: 50, RNG: mrand.New(mrand.NewPCG(seed, 0))}, ids)
+}
+
+func (c *Cluster) powerOff(cc vfs.CrashCloneCfg, ids []int) {
+	c.t.Helper()
 	if !c.opts.PowerLoss {
 		c.t.Fatal("testcluster: PowerOff needs Options.PowerLoss")
 	}
@@ -304,7 +318,7 @@ func (c *Cluster) PowerOff(ids ...int) {
 		c.net.Isolate(n.Name)
 	}
 	for _, n := range nodes {
-		n.fs = n.fs.Crash(vfs.CrashCloneCfg{})
+		n.fs = n.fs.Crash(cc)
 		n.cfg.TabletFS = n.fs
 	}
 	var wg sync.WaitGroup
