@@ -325,3 +325,40 @@ func (s *FileStore) Close() error {
 	s.closed.Store(true)
 	return nil
 }
+
+// RemoveTemporary deletes the temporary files of puts that never finished
+// (a crash mid-put leaves one) in the directory of prefix, a key prefix
+// ending in "/", and below it, and returns how many it deleted. It is
+// remote.TemporarySweeper: only a caller that knows no put under prefix is
+// in progress, or that may fail any that is, should call it (log tiering:
+// only a bucket's leader puts under its prefix).
+func (s *FileStore) RemoveTemporary(ctx context.Context, prefix string) (int, error) {
+	if err := checkCall(&s.closed, "remove temporary files under", strings.TrimSuffix(prefix, "/")); err != nil {
+		return 0, err
+	}
+	n := 0
+	root := s.path(prefix)
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == root && errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if d.IsDir() || !strings.HasPrefix(d.Name(), tmpPrefix) {
+			return nil
+		}
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		n++
+		return nil
+	})
+	if err != nil {
+		return n, fmt.Errorf("remote: remove temporary files under %q: %w", prefix, err)
+	}
+	return n, nil
+}

@@ -99,6 +99,15 @@ func (r Range) String() string {
 // whole reports whether r selects the whole object.
 func (r Range) whole() bool { return r.Offset == 0 && r.Length == 0 }
 
+// TemporarySweeper is a store that can leave temporary files of puts a
+// crash interrupted (the file store; S3 has no such leftovers: an
+// unfinished PutObject is nothing, and multipart uploads are aborted or
+// expire by the bucket's lifecycle rule). RemoveTemporary deletes those
+// under a key prefix ending in "/".
+type TemporarySweeper interface {
+	RemoveTemporary(ctx context.Context, prefix string) (int, error)
+}
+
 // Options configures the stores Open makes. The zero value is usable: each
 // field's zero means its default.
 type Options struct {

@@ -235,10 +235,17 @@ func TestTieringRemovesOrphansAndFencesOldLeaders(t *testing.T) {
 	if err := os.WriteFile(orphan, []byte("partial"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// And what a file store's put cut short by a crash leaves.
+	tmp := filepath.Join(filepath.Dir(orphan), ".strom-tmp-00000000000000000100.log-123")
+	if err := os.WriteFile(tmp, []byte("part"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	produceRows(t, s, info, 20, 30)
 	s.replicas.TierOnce(context.Background(), time.Now())
-	if _, err := os.Stat(orphan); !os.IsNotExist(err) {
-		t.Fatalf("orphan after a round: %v, want it removed", err)
+	for _, p := range []string{orphan, tmp} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Fatalf("orphan %s after a round: %v, want it removed", filepath.Base(p), err)
+		}
 	}
 	after, _ := s.cat.RemoteLogs(info.TableId, 0)
 	if len(after.Segments) <= len(man.Segments) || after.Segments[0] != man.Segments[0] {

@@ -248,8 +248,13 @@ func (m *Manager) uploadSegment(ctx context.Context, prefix string, s log.Segmen
 
 // removeOrphans deletes the objects under prefix that belong to no segment
 // of man: uploads whose commit failed or never came (a crash, a fenced
-// leader).
+// leader), and a file store's temporary files of puts a crash cut short.
 func removeOrphans(ctx context.Context, store remote.Store, prefix string, man catalog.RemoteLogManifest) error {
+	if ts, ok := store.(remote.TemporarySweeper); ok {
+		if _, err := ts.RemoveTemporary(ctx, prefix); err != nil {
+			return err
+		}
+	}
 	live := map[string]bool{}
 	for _, s := range man.Segments {
 		live[s.ID] = true
