@@ -292,9 +292,10 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 	if err := s.register(ctx); err != nil {
 		return err
 	}
-	// Replicas follow the metadata once this node has caught up with it.
-	if err := s.meta.Sync(ctx); err != nil {
-		return fmt.Errorf("sync metadata: %w", err)
+	// Replicas follow the metadata once this node has caught up with it. A
+	// leadership change under the Sync is retried, as registration is.
+	if err := retryMeta(ctx, s.lg, "sync metadata", func() error { return s.meta.Sync(ctx) }); err != nil {
+		return err
 	}
 	s.wg.Add(1)
 	go func() {
@@ -330,15 +331,23 @@ func (s *Server) register(ctx context.Context) error {
 	if err := s.meta.WaitLeader(ctx); err != nil {
 		return fmt.Errorf("wait for a metadata leader: %w", err)
 	}
+	return retryMeta(ctx, s.lg, "register node", func() error { return s.tryRegister(ctx) })
+}
+
+// retryMeta calls f every 100 ms until it succeeds, fails for good (another
+// cluster's data directory, or the metadata node closed), or ctx ends; the
+// error then names what and the last failure. Anything else f meets while
+// the metadata group elects or moves its leader is worth another try.
+func retryMeta(ctx context.Context, lg *slog.Logger, what string, f func() error) error {
 	for {
-		err := s.tryRegister(ctx)
-		if err == nil || errors.Is(err, ErrIdentityMismatch) {
+		err := f()
+		if err == nil || errors.Is(err, ErrIdentityMismatch) || errors.Is(err, raftmeta.ErrStopped) {
 			return err
 		}
-		s.lg.Debug("registration not possible yet", "err", err)
+		lg.Debug(what+": not possible yet", "err", err)
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("register node: %w (last error: %v)", ctx.Err(), err)
+			return fmt.Errorf("%s: %w (last error: %v)", what, ctx.Err(), err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
