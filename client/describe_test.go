@@ -35,8 +35,20 @@ func TestDescribeBuckets(t *testing.T) {
 	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// A replica opens once its node has applied the table's creation, which
+	// may come after the writes to the other bucket: until then its leader
+	// answers UNKNOWN_TABLE_OR_BUCKET (retriable) and the call is one try.
+	states := tbl.DescribeBuckets(ctx)
+	for retriable(states) {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("buckets not described: %v", states)
+		case <-time.After(10 * time.Millisecond):
+		}
+		states = tbl.DescribeBuckets(ctx)
+	}
 	var total int64
-	for _, st := range tbl.DescribeBuckets(ctx) {
+	for _, st := range states {
 		if st.Error != nil || len(st.Replicas) != 1 {
 			t.Fatalf("bucket %d: %+v", st.Bucket, st)
 		}
@@ -53,7 +65,7 @@ func TestDescribeBuckets(t *testing.T) {
 	if err := s.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	states := tbl.DescribeBuckets(ctx)
+	states = tbl.DescribeBuckets(ctx)
 	if len(states) != 2 {
 		t.Fatalf("%d states for 2 buckets", len(states))
 	}
@@ -62,4 +74,15 @@ func TestDescribeBuckets(t *testing.T) {
 			t.Errorf("bucket %d with its node stopped: %+v, want an error saying it is unreachable", st.Bucket, st)
 		}
 	}
+}
+
+// retriable reports whether a bucket's description failed with a retriable
+// error from its leader.
+func retriable(states []*stromv1.BucketState) bool {
+	for _, st := range states {
+		if st.Error != nil && st.Error.Retriable {
+			return true
+		}
+	}
+	return false
 }
