@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -14,6 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
 // Put implements Store.
@@ -68,9 +71,7 @@ func (s *S3Store) putMultipart(ctx context.Context, key string, parts *partReade
 		// ctx may be what failed: abort with a context of its own.
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		if _, aerr := s.client.AbortMultipartUpload(actx, &s3.AbortMultipartUploadInput{
-			Bucket: &s.bucket, Key: k, UploadId: up.UploadId,
-		}); aerr != nil {
+		if aerr := s.abort(actx, k, up.UploadId); aerr != nil {
 			err = fmt.Errorf("%w (and aborting multipart upload %s failed, leaving its parts until the bucket's lifecycle rule removes them: %v)", err, aws.ToString(up.UploadId), aerr)
 		}
 	}()
@@ -147,6 +148,48 @@ func (s *S3Store) putMultipart(ctx context.Context, key string, parts *partReade
 		return s3Err("put", key, err)
 	}
 	return nil
+}
+
+// abortAttempts bounds how many times abort asks for an upload's removal.
+const abortAttempts = 5
+
+// abort aborts a multipart upload and checks that it is gone. A part whose
+// upload was cancelled on this side may still be completing on the server
+// when the abort arrives and bring the upload back; S3's documentation says
+// an abort may then have to be repeated. abort repeats it, with a short
+// pause, until listing the upload's parts answers NoSuchUpload.
+func (s *S3Store) abort(ctx context.Context, key, uploadID *string) error {
+	for attempt := 1; ; attempt++ {
+		_, err := s.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
+			Bucket: &s.bucket, Key: key, UploadId: uploadID,
+		})
+		if err != nil && !isNoSuchUpload(err) {
+			return err
+		}
+		_, err = s.client.ListParts(ctx, &s3.ListPartsInput{Bucket: &s.bucket, Key: key, UploadId: uploadID})
+		switch {
+		case isNoSuchUpload(err):
+			return nil
+		case err != nil:
+			return fmt.Errorf("check the abort: %w", err)
+		case attempt == abortAttempts:
+			return fmt.Errorf("the upload is still there after %d aborts", attempt)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(attempt) * 50 * time.Millisecond):
+		}
+	}
+}
+
+// isNoSuchUpload reports whether err is S3's answer for an upload that does
+// not exist (aborted or completed).
+func isNoSuchUpload(err error) bool {
+	var ae smithy.APIError
+	var re *smithyhttp.ResponseError
+	return errors.As(err, &ae) && ae.ErrorCode() == "NoSuchUpload" ||
+		errors.As(err, &re) && re.HTTPStatusCode() == http.StatusNotFound
 }
 
 // part is one piece of an object being put.
