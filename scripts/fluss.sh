@@ -40,7 +40,10 @@
 #      and FlussCheck against it passes.
 #
 # Exit 0 only when every run passed; 1 when a check failed; 2 when a server did not come up or
-# the install failed. Every process it starts is stopped by its PID from an EXIT trap.
+# the install failed. Every process it starts is stopped by its PID from an EXIT trap. A failed run
+# prints the tail of every log and keeps, in its logs/ (LOGS_OUT copies them): each live Fluss
+# server's jstack (NAME.jstack), each Strom node's goroutines (NAME.goroutines; the nodes run with
+# --pprof and --log-level debug), a hung FlussCheck's thread dump (checkN.out).
 #
 # Install (idempotent, into $STROM_FLUSS_CACHE, default ~/.cache/strom/fluss): mvn resolves
 # org.apache.fluss:fluss-server and fluss-client $FLUSS_VERSION plus the log4j2 jars Fluss's
@@ -55,7 +58,7 @@
 # scripts/test.sh (so CI) runs `both` (against its private ZooKeeper), `cluster` and `survive both`.
 #
 # Env: FLUSS_VERSION (0.9.1-incubating), ROWS (1000), ZK_ROOT (zookeeper.path.root, /fluss),
-#      SESSION_S (survive's session timeout, seconds, 6), CS_HEAP (512m), TS_HEAP (1g),
+#      SESSION_S (survive's session timeout, seconds, 6), CHECK_S (FlussCheck's limit, seconds, 300), CS_HEAP (512m), TS_HEAP (1g),
 #      CLIENT_HEAP (512m), STROM_ZK_ADDR (an external ZooKeeper for `zookeeper`), ZK_TRACE (1: put
 #      scripts/fluss/zktrace.py between Fluss and its ZooKeeper, log every request and reply to
 #      logs/zk-trace.log, print the largest request Fluss sent and the last exchanges before the
@@ -68,7 +71,7 @@ TARGETS=${1:-both}
 case $MODE-$TARGETS in *-both) TARGETS="zookeeper strom" ;; *-zookeeper|*-strom|check-cluster) ;;
   *) echo "usage: $0 [both|zookeeper|strom|cluster] | $0 survive [both|zookeeper|strom]" >&2; exit 2 ;; esac
 FLUSS_VERSION=${FLUSS_VERSION:-0.9.1-incubating}; LOG4J_VERSION=2.25.4; SLF4J_VERSION=1.7.36
-ROWS=${ROWS:-1000}; ZK_ROOT=${ZK_ROOT:-/fluss}; SESSION_S=${SESSION_S:-6}
+ROWS=${ROWS:-1000}; ZK_ROOT=${ZK_ROOT:-/fluss}; SESSION_S=${SESSION_S:-6}; CHECK_S=${CHECK_S:-300}
 CS_HEAP=${CS_HEAP:-512m}; TS_HEAP=${TS_HEAP:-1g}; CLIENT_HEAP=${CLIENT_HEAP:-512m}
 CACHE=${STROM_FLUSS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/strom/fluss}
 FDIR=$CACHE/$FLUSS_VERSION; LIBS=$FDIR/libs
@@ -168,6 +171,9 @@ appender.f.type = File
 appender.f.fileName = ${sys:log.file}
 appender.f.layout.type = PatternLayout
 appender.f.layout.pattern = %d{HH:mm:ss,SSS} %-5p %c{1} [%t] - %m%n
+# the coordinator's view of table changes (each CuratorCache event), for a hang's evidence
+logger.tables.name = org.apache.fluss.server.coordinator.event.watcher.TableChangeWatcher
+logger.tables.level = DEBUG
 EOF
 L4JOPT=(-Dlog4j.configurationFile="file:$SCRATCH/log4j2.properties" -Dlog4j2.shutdownHookEnabled=false)
 
@@ -194,9 +200,24 @@ largest_request() {
       if (n > m) { m = n; w = $5; if ($6 !~ /^len=/) w = w " " $6 } }
     END { if (m) printf "%d bytes (%s)", m, w }' "$WORK/logs/zk-trace.log"
 }
-# FAILED WHY: print the evidence and end this run (the summary line comes from the caller)
+# the state of everything still running: each Fluss server's threads (jstack, logs/NAME.jstack)
+# and each Strom node's goroutines (logs/NAME.goroutines, its /debug/pprof: nodes run with --pprof)
+dump_state() {
+  local n p
+  for n in "${!PID_OF[@]}"; do
+    p=${PID_OF[$n]}; alive "$p" || continue
+    case $n in
+      coordinator*|tablet*) timeout 30 jstack -l "$p" > "$WORK/logs/$n.jstack" 2>&1 || true ;;
+      strom*) curl -s -m 10 -o "$WORK/logs/$n.goroutines" "http://127.0.0.1:${NODE_PORTS[$n]%% *}/debug/pprof/goroutine?debug=2" || true ;;
+    esac
+  done
+  log "$TARGET: thread dumps in logs/*.jstack, goroutine dumps in logs/*.goroutines (LOGS_OUT keeps them)"
+}
+# FAILED WHY: print the evidence, dump the state of every running process, and end this run (the
+# summary line comes from the caller)
 report_failure() {
   local f
+  dump_state
   for f in "$WORK"/logs/*.log "$WORK"/logs/*.out; do
     [ -s "$f" ] && case $f in *zk-trace.log) ;; *) echo "--- $f (last 15 lines)" >&2; tail -n 15 "$f" | cut -c1-300 >&2 ;; esac
   done
@@ -235,7 +256,7 @@ zk_of() { echo "127.0.0.1:${NODE_PORTS[$1]##* }"; }
 start_strom() { # NAME: (again) on its ports and data dir; in a cluster with --bootstrap-expect 3
   local api raft gossip zk; read -r api raft gossip zk <<< "${NODE_PORTS[$1]}"
   local flags=(--data-dir "$WORK/$1-data" --listen "127.0.0.1:$api" --raft-listen "127.0.0.1:$raft"
-    --gossip-listen "127.0.0.1:$gossip" --zookeeper-listen "127.0.0.1:$zk")
+    --gossip-listen "127.0.0.1:$gossip" --zookeeper-listen "127.0.0.1:$zk" --pprof --log-level debug)
   [ -z "$JOIN" ] || flags+=(--node-id "${1#strom}" --join "$JOIN" --bootstrap-expect 3)
   ${SECRET:+env STROM_CLUSTER_SECRET=$SECRET} "$WORK/strom" server "${flags[@]}" >> "$WORK/logs/$1.log" 2>&1 &
   track "$1" $!
@@ -321,21 +342,18 @@ start_tablet() { # NAME: TabletServer 0 (conf/tablet) as NAME, until the coordin
     "the coordinator seeing tablet server 0 (its ZooKeeper child watch)" $((n + 1))
 }
 # fluss_check BOOTSTRAP: FlussCheck against the cluster, its steps indented; 1 when it fails. One
-# that hangs gets SIGQUIT after 300 s (a thread dump, in logs/checkN.out) and SIGKILL 10 s later;
-# then every Fluss server dumps its threads too (logs/NAME.out).
+# that hangs gets SIGQUIT after CHECK_S (300) s (a thread dump, in logs/checkN.out) and SIGKILL
+# 10 s later; report_failure then dumps every server's threads (dump_state).
 fluss_check() {
-  local rc out n f=$WORK/logs/check$((++CHECKS))
+  local rc out f=$WORK/logs/check$((++CHECKS))
   log "$TARGET: running FlussCheck against 127.0.0.1:${1##*:}"
-  ROWS=$ROWS timeout -s QUIT -k 10 300 java -Xmx"$CLIENT_HEAP" "${JVM[@]}" -Djava.io.tmpdir="$WORK/tmp" "${L4JOPT[@]}" \
+  ROWS=$ROWS timeout -s QUIT -k 10 "$CHECK_S" java -Xmx"$CLIENT_HEAP" "${JVM[@]}" -Djava.io.tmpdir="$WORK/tmp" "${L4JOPT[@]}" \
     -Dlog.file="$f-client.log" -cp "$CLIENT_CP" FlussCheck "$1" > "$f.out" 2> "$f.err" &
   track check $! # waited for in the background, so a signal stops the run at once (the trap)
   set +e; wait "${PID_OF[check]}"; rc=$?; set -e
   grep -E '^(ok |PASS|FAIL)' "$f.out" | sed 's/^/  /' >&2 || true
   out=$(grep -E '^(ok |PASS|FAIL)' "$f.out" | tail -n 1 || true)
-  if [ $rc -eq 124 ]; then
-    for n in "${!PID_OF[@]}"; do case $n in coordinator*|tablet*) kill -QUIT "${PID_OF[$n]}" 2>/dev/null || true ;; esac; done
-    log "$TARGET: FlussCheck hung: thread dumps of it and of every Fluss server in logs/*.out (LOGS_OUT keeps them)"
-  fi
+  [ $rc -ne 124 ] || log "$TARGET: FlussCheck hung for $CHECK_S s: its thread dump is in logs/check$CHECKS.out"
   [ $rc -eq 0 ] && [ "$out" = PASS ] || { report_failure "FlussCheck exited with $rc: ${out:-no result}"; return 1; }
 }
 all_alive() { # WHEN: every process of this run still runs

@@ -20,6 +20,19 @@ def read(s, n):
         if not c: return None
         b += c
     return b
+def setwatches(body): # relZxid and the watch lists of a setWatches(2) request
+    try:
+        out, o = " relZxid=0x%x" % struct.unpack(">q", body[8:16])[0], 16
+        for kind in ("data", "exist", "child", "persistent", "recursive"):
+            if o >= len(body): break
+            n, o, paths = struct.unpack(">i", body[o:o + 4])[0], o + 4, []
+            for _ in range(max(n, 0)):
+                pl = struct.unpack(">i", body[o:o + 4])[0]
+                paths.append(body[o + 4:o + 4 + pl].decode("utf-8", "replace")); o += 4 + pl
+            out += " %s=[%s]" % (kind, ",".join(paths))
+        return out
+    except struct.error:
+        return " (undecodable)"
 def pipe(src, dst, cid, d, pending):
     first = True
     try:
@@ -38,11 +51,15 @@ def pipe(src, dst, cid, d, pending):
                         path = body[12:12 + pl].decode("utf-8", "replace")
                         if op == 106 and len(body) >= 16 + pl: extra = " mode=%d" % struct.unpack(">i", body[12 + pl:16 + pl])[0]
                 pending[xid] = OPS.get(op, "op%d" % op)
+                if op in (101, 105): extra = setwatches(body)
                 if op != 11: log("#%d C> xid=%d %s %s%s len=%d" % (cid, xid, pending[xid], path, extra, len(body)))
             else:
                 xid, zxid, err = struct.unpack(">iqi", body[:16])
                 name = pending.pop(xid, "?") if xid >= 0 else {-1: "watch-event", -2: "ping", -4: "auth", -8: "setWatches"}.get(xid, "?")
-                if xid != -2: log("#%d S< xid=%d %s err=%d body=%d bytes" % (cid, xid, name, err, len(body) - 16))
+                if xid == -1 and len(body) >= 28: # WatcherEvent: type, state, path
+                    t, st, pl = struct.unpack(">iii", body[16:28])
+                    name += " type=%d state=%d %s" % (t, st, body[28:28 + pl].decode("utf-8", "replace"))
+                if xid != -2: log("#%d S< xid=%d zxid=0x%x %s err=%d body=%d bytes" % (cid, xid, zxid, name, err, len(body) - 16))
             first = False
             dst.sendall(h + body)
     except Exception as e:
