@@ -169,6 +169,21 @@ func (n *Node) ClaimSession(ctx context.Context, id int64) error {
 	return d.err
 }
 
+// CheckSessionOwner reports ErrSessionMoved when this node leads and the
+// connection of session id is held by another node (its client connected
+// there since, ClaimSession). ZooKeeper's leader checks every request of a
+// session but its writes (checked when proposed), auth and closeSession
+// this way (PrepRequestProcessor → SessionTrackerImpl.checkSession): reads,
+// sync, ping and the watch ops; a follower serves them unchecked, as
+// ZooKeeper's followers do. A session with no known owner (a new leader)
+// becomes this node's.
+func (n *Node) CheckSessionOwner(id int64) error {
+	if !n.IsLeader() {
+		return nil
+	}
+	return n.tracker.checkOwner(id, n.cfg.NodeID)
+}
+
 // CloseSession closes a session through Raft, deleting its ephemerals (each
 // deletion fires watches). ErrSessionExpired if it does not exist.
 func (n *Node) CloseSession(ctx context.Context, id int64) error {

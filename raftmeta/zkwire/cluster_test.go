@@ -336,3 +336,92 @@ func TestFollowerReadWithoutLeaderIsServedLocally(t *testing.T) {
 		t.Fatalf("exists on a follower without a leader: %d", code)
 	}
 }
+
+// ZooKeeper's leader checks the owner of every request of a moved session
+// but its writes, auth and closeSession (PrepRequestProcessor →
+// SessionTrackerImpl.checkSession): a read, sync, ping or watch op through
+// the old connection on the leader closes it without a reply. A follower
+// serves them, as ZooKeeper's followers do.
+func TestReadThroughMovedSessionClosesTheOldConnectionOnTheLeader(t *testing.T) {
+	c := newShimCluster(t, 3)
+	leader, follower := c.leaderAndFollower(t)
+	other := 3 - leader - follower
+	reads := []struct {
+		name string
+		xid  int32
+		op   int32
+		body func(e *encoder)
+	}{
+		{"exists", 1, opExists, func(e *encoder) { e.str("/"); e.boolean(true) }},
+		{"getData", 1, opGetData, func(e *encoder) { e.str("/"); e.boolean(false) }},
+		{"getChildren2", 1, opGetChildren2, func(e *encoder) { e.str("/"); e.boolean(false) }},
+		{"sync", 1, opSync, func(e *encoder) { e.str("/") }},
+		{"ping", xidPing, opPing, nil},
+		{"addWatch", 1, opAddWatch, func(e *encoder) { e.str("/"); e.i32(int32(raftmeta.WatchPersistentRecursive)) }},
+		{"setWatches2", xidSetWatches, opSetWatches2, func(e *encoder) {
+			e.i64(0)
+			for _, paths := range [][]string{nil, nil, nil, {"/"}, nil} { // data, exist, child, persistent, recursive
+				e.strs(paths)
+			}
+		}},
+		{"whoAmI", 1, opWhoAmI, nil},
+	}
+	for _, r := range reads {
+		for _, from := range []int{leader, follower} {
+			old := dialRaw(t, c.servers[from].Addr().String(), 10000)
+			sess, ok := c.nodes[from].Session(old.sid)
+			if !ok {
+				t.Fatal("session not on its node")
+			}
+			dialSession(t, c.servers[other].Addr().String(), old.sid, sess.Password, 10000)
+			old.writeFrame(buildRequest(r.xid, r.op, r.body))
+			b, err := old.tryReadFrame()
+			switch {
+			case from == follower && err != nil:
+				t.Fatalf("%s of the moved session on its old connection to a follower: %v (a follower serves it)", r.name, err)
+			case from == follower:
+				d := &decoder{b: b}
+				if xid, _, code := d.i32("xid"), d.i64("zxid"), d.i32("err"); xid != r.xid || code != codeOK {
+					t.Fatalf("%s of the moved session on a follower: xid %d err %d", r.name, xid, code)
+				}
+			case err == nil:
+				d := &decoder{b: b}
+				t.Fatalf("the leader answered %s of the moved session on its old connection: xid %d zxid %d err %d", r.name, d.i32("xid"), d.i64("zxid"), d.i32("err"))
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				t.Fatalf("the leader neither answered %s of the moved session nor closed its old connection", r.name)
+			}
+		}
+	}
+}
+
+// closeSession is not owner-checked (ZooKeeper's PrepRequestProcessor
+// leaves it out: the session expirer closes sessions it does not own):
+// through a moved session's old connection it closes the session, and the
+// connection that holds the session now is closed.
+func TestCloseSessionThroughTheOldConnectionOfAMovedSessionClosesIt(t *testing.T) {
+	c := newShimCluster(t, 3)
+	leader, follower := c.leaderAndFollower(t)
+	other := 3 - leader - follower
+	for _, from := range []int{leader, follower} {
+		old := dialRaw(t, c.servers[from].Addr().String(), 10000)
+		sess, ok := c.nodes[from].Session(old.sid)
+		if !ok {
+			t.Fatal("session not on its node")
+		}
+		moved := dialSession(t, c.servers[other].Addr().String(), old.sid, sess.Password, 10000)
+		if code, _, _ := old.call(opCloseSession, nil); code != codeOK {
+			t.Fatalf("closeSession through the old connection on node %d: %d", from, code)
+		}
+		if b, err := moved.tryReadFrame(); err == nil {
+			t.Fatalf("the session's new connection got a frame of %d bytes, want it closed", len(b))
+		} else if errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatal("the session's new connection is still open after its session was closed")
+		}
+		for i, n := range c.nodes {
+			waitFor(t, 10*time.Second, fmt.Sprintf("session closed on node %d", i), func() bool {
+				_, ok := n.Session(old.sid)
+				return !ok
+			})
+		}
+	}
+}

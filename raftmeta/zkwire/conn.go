@@ -454,6 +454,18 @@ func (c *conn) handle(r *request) error {
 	node := c.s.node
 	node.Touch(c.sid)
 	switch r.op {
+	case opCreate, opCreate2, opCreateContainer, opCreateTTL, opDelete, opSetData, opSetACL, opCheck, opMulti, opAuth, opCloseSession:
+		// Writes are checked by the leader when proposed; ZooKeeper checks
+		// neither auth nor closeSession.
+	default:
+		// A moved session's read, sync, ping or watch op through its old
+		// connection on the leader closes it without a reply, as
+		// ZooKeeper's FinalRequestProcessor does on SessionMoved.
+		if err := node.CheckSessionOwner(c.sid); err != nil {
+			return err
+		}
+	}
+	switch r.op {
 	case opPing:
 		c.reply(r.xid, codeOK, nil)
 		return nil
