@@ -2,7 +2,9 @@
 # It forwards every packet unchanged and logs each request (op, path, addWatch mode, packet size
 # without the length prefix) and each reply (xid, err, body size) to LOGFILE, one line each:
 # "<time> #<conn> C>|S< ...".
-import socket, struct, sys, threading, time
+# ZK_TRACE_LATE=REGEX: a NodeCreated event whose path matches REGEX reaches the client 0.5 s late,
+# after the frames behind it, as if the client's event thread were that late (fault injection).
+import os, re, socket, struct, sys, threading, time
 OPS = {1: "create", 2: "delete", 3: "exists", 4: "getData", 5: "setData", 6: "getACL", 7: "setACL",
        8: "getChildren", 9: "sync", 11: "ping", 12: "getChildren2", 13: "check", 14: "multi", 15: "create2",
        16: "reconfig", 17: "checkWatches", 18: "removeWatches", 19: "createContainer", 20: "deleteContainer",
@@ -11,6 +13,7 @@ OPS = {1: "create", 2: "delete", 3: "exists", 4: "getData", 5: "setData", 6: "ge
 PATH_OPS = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 15, 17, 18, 19, 20, 21, 103, 104, 106}
 port, (uh, up), out = int(sys.argv[1]), sys.argv[2].rsplit(":", 1), open(sys.argv[3], "a", buffering=1)
 lock = threading.Lock()
+LATE = re.compile(os.environ["ZK_TRACE_LATE"]) if os.environ.get("ZK_TRACE_LATE") else None
 def log(s):
     with lock: out.write("%.3f %s\n" % (time.time(), s))
 def read(s, n):
@@ -34,7 +37,9 @@ def setwatches(body): # relZxid and the watch lists of a setWatches(2) request
     except struct.error:
         return " (undecodable)"
 def pipe(src, dst, cid, d, pending):
-    first = True
+    first, wlock = True, threading.Lock() # wlock: this direction's writes (a late event's timer too)
+    def send(b):
+        with wlock: dst.sendall(b)
     try:
         while True:
             h = read(src, 4)
@@ -56,12 +61,16 @@ def pipe(src, dst, cid, d, pending):
             else:
                 xid, zxid, err = struct.unpack(">iqi", body[:16])
                 name = pending.pop(xid, "?") if xid >= 0 else {-1: "watch-event", -2: "ping", -4: "auth", -8: "setWatches"}.get(xid, "?")
+                late = False
                 if xid == -1 and len(body) >= 28: # WatcherEvent: type, state, path
-                    t, st, pl = struct.unpack(">iii", body[16:28])
-                    name += " type=%d state=%d %s" % (t, st, body[28:28 + pl].decode("utf-8", "replace"))
-                if xid != -2: log("#%d S< xid=%d zxid=0x%x %s err=%d body=%d bytes" % (cid, xid, zxid, name, err, len(body) - 16))
+                    t, st, pl = struct.unpack(">iii", body[16:28]); path = body[28:28 + pl].decode("utf-8", "replace")
+                    name += " type=%d state=%d %s" % (t, st, path)
+                    late = t == 1 and LATE is not None and LATE.search(path) is not None
+                if xid != -2: log("#%d S< xid=%d zxid=0x%x %s err=%d body=%d bytes%s" % (cid, xid, zxid, name, err, len(body) - 16, " (sent 0.5 s late)" if late else ""))
+                if late:
+                    first = False; threading.Timer(0.5, send, (h + body,)).start(); continue
             first = False
-            dst.sendall(h + body)
+            send(h + body)
     except Exception as e:
         log("#%d %s error %r" % (cid, d, e))
     for s in (src, dst):
