@@ -105,6 +105,17 @@ func (c *shimCluster) leaderAndFollower(t *testing.T) (leader, follower int) {
 	return leader, (leader + 1) % len(c.nodes)
 }
 
+// move connects to node to with the session of old, a client of node from,
+// and fails the test unless that node accepts it.
+func (c *shimCluster) move(t *testing.T, old *rawClient, from, to int) *rawClient {
+	t.Helper()
+	sess, ok := c.nodes[from].Session(old.sid)
+	if !ok {
+		t.Fatal("session not on its node")
+	}
+	return dialSession(t, c.servers[to].Addr().String(), old.sid, sess.Password, 10000)
+}
+
 func (c *shimCluster) addrs() []string {
 	var out []string
 	for _, s := range c.servers {
@@ -285,17 +296,13 @@ func TestWriteThroughMovedSessionClosesTheOldConnection(t *testing.T) {
 	other := 3 - leader - follower
 	for _, from := range []int{leader, follower} {
 		old := dialRaw(t, c.servers[from].Addr().String(), 10000)
-		sess, ok := c.nodes[from].Session(old.sid)
-		if !ok {
-			t.Fatal("session not on its node")
-		}
 		create := func(path string) func(e *encoder) {
 			return func(e *encoder) { e.str(path); e.buffer(nil); e.acls(worldACL); e.i32(0) }
 		}
 		if code, _, _ := old.call(opCreate, create(fmt.Sprintf("/before%d", from))); code != codeOK {
 			t.Fatalf("create before the move: %d", code)
 		}
-		moved := dialSession(t, c.servers[other].Addr().String(), old.sid, sess.Password, 10000)
+		moved := c.move(t, old, from, other)
 
 		path := fmt.Sprintf("/after-move%d", from)
 		old.writeFrame(buildRequest(100, opCreate, create(path)))
@@ -369,11 +376,7 @@ func TestReadThroughMovedSessionClosesTheOldConnectionOnTheLeader(t *testing.T) 
 	for _, r := range reads {
 		for _, from := range []int{leader, follower} {
 			old := dialRaw(t, c.servers[from].Addr().String(), 10000)
-			sess, ok := c.nodes[from].Session(old.sid)
-			if !ok {
-				t.Fatal("session not on its node")
-			}
-			dialSession(t, c.servers[other].Addr().String(), old.sid, sess.Password, 10000)
+			c.move(t, old, from, other)
 			old.writeFrame(buildRequest(r.xid, r.op, r.body))
 			b, err := old.tryReadFrame()
 			switch {
@@ -404,11 +407,7 @@ func TestCloseSessionThroughTheOldConnectionOfAMovedSessionClosesIt(t *testing.T
 	other := 3 - leader - follower
 	for _, from := range []int{leader, follower} {
 		old := dialRaw(t, c.servers[from].Addr().String(), 10000)
-		sess, ok := c.nodes[from].Session(old.sid)
-		if !ok {
-			t.Fatal("session not on its node")
-		}
-		moved := dialSession(t, c.servers[other].Addr().String(), old.sid, sess.Password, 10000)
+		moved := c.move(t, old, from, other)
 		if code, _, _ := old.call(opCloseSession, nil); code != codeOK {
 			t.Fatalf("closeSession through the old connection on node %d: %d", from, code)
 		}
