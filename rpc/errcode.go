@@ -131,6 +131,7 @@ var sentinels = []struct {
 	{coordinator.ErrInvalidUpdateVersion, CodeInvalidUpdateVersion},
 	{coordinator.ErrIneligibleReplica, CodeIneligibleReplica},
 	{coordinator.ErrInvalidManifest, CodeStorage},
+	{coordinator.ErrInvalidKvSnapshots, CodeStorage},
 	{remote.ErrUnavailable, CodeRemoteUnavailable},
 	{remote.ErrNotFound, CodeLogStorage},
 	{ErrNotReady, CodeNotReady},

@@ -248,6 +248,16 @@ type Config struct {
 	// below the local log start (remote.log.cache-size; default 1 GiB). A
 	// segment being read stays even when it alone is larger.
 	RemoteLogCacheSize int64
+	// KvSnapshotInterval is how often each primary-key bucket leader takes
+	// a snapshot of its KV to remote.data.dir, after which the changelog
+	// below the oldest retained snapshot is trimmed (kv.snapshot.interval,
+	// Fluss's key and default: 10 minutes; 0 turns snapshots off, and the
+	// changelog is then kept whole). Like tiering, only when
+	// remote.data.dir is set.
+	KvSnapshotInterval time.Duration
+	// KvSnapshotNumRetained is how many KV snapshots each bucket keeps
+	// (kv.snapshot.num-retained, Fluss's key and default: 1).
+	KvSnapshotNumRetained int
 
 	// Limits: what one client or request may take of the node. Each refusal
 	// names its key (server/DESIGN.md, "Limits").
@@ -371,6 +381,8 @@ func DefaultConfig() Config {
 		S3PathStyleAccess:     true,
 		RemoteLogTaskInterval: time.Minute,
 		RemoteLogCacheSize:    1 << 30,
+		KvSnapshotInterval:    10 * time.Minute,
+		KvSnapshotNumRetained: 1,
 	}
 }
 
@@ -588,6 +600,10 @@ func Keys() []Key {
 			func(c *Config) *time.Duration { return &c.RemoteLogTaskInterval }),
 		sizeKey("remote.log.cache-size", "most bytes of remote log segments kept downloaded to serve fetches below the local log start (e.g. 1gb)",
 			func(c *Config) *int64 { return &c.RemoteLogCacheSize }),
+		durationKey("kv.snapshot.interval", "", "how often primary-key bucket leaders snapshot their KV to remote.data.dir, trimming the changelog below the oldest retained snapshot (only when remote.data.dir is set; 0: off)",
+			func(c *Config) *time.Duration { return &c.KvSnapshotInterval }),
+		intKey("kv.snapshot.num-retained", "", "KV snapshots each bucket keeps in remote storage",
+			func(c *Config) *int { return &c.KvSnapshotNumRetained }),
 
 		// Limits.
 		intKey("max.connections", "", "most API connections open at once",
@@ -849,6 +865,12 @@ func (c Config) Validate() error {
 	}
 	if c.RemoteLogCacheSize < 1 {
 		bad("remote.log.cache-size", "must be at least 1 byte, got %d", c.RemoteLogCacheSize)
+	}
+	if c.KvSnapshotInterval < 0 {
+		bad("kv.snapshot.interval", "must be 0 (off) or positive, got %s", c.KvSnapshotInterval)
+	}
+	if c.KvSnapshotNumRetained < 1 {
+		bad("kv.snapshot.num-retained", "must be at least 1, got %d", c.KvSnapshotNumRetained)
 	}
 	if c.S3Endpoint != "" {
 		if u, err := url.Parse(c.S3Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Trim(u.Path, "/") != "" {

@@ -220,7 +220,8 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 	s.kvCache = pebble.NewCache(kvCacheBytes)
 	coordCalls := newISRChanger(s)
 	var tier replica.TierConfig
-	if cfg.RemoteDataDir != "" && cfg.RemoteLogTaskInterval > 0 {
+	var snap replica.SnapshotConfig
+	if cfg.RemoteDataDir != "" && (cfg.RemoteLogTaskInterval > 0 || cfg.KvSnapshotInterval > 0) {
 		opts := cfg.RemoteOptions()
 		// A segment (at most 2 GiB, log.segment.file-size) goes up in one
 		// PutObject streamed from its file: multipart costs a server-side
@@ -231,8 +232,13 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 			return fmt.Errorf("remote.data.dir: %w", err)
 		}
 		s.remote = st
-		tier = replica.TierConfig{Store: st, Interval: cfg.RemoteLogTaskInterval, Committer: coordCalls,
-			CacheDir: filepath.Join(cfg.DataDir, "remote-log-cache"), CacheBytes: cfg.RemoteLogCacheSize}
+		if cfg.RemoteLogTaskInterval > 0 {
+			tier = replica.TierConfig{Store: st, Interval: cfg.RemoteLogTaskInterval, Committer: coordCalls,
+				CacheDir: filepath.Join(cfg.DataDir, "remote-log-cache"), CacheBytes: cfg.RemoteLogCacheSize}
+		}
+		if cfg.KvSnapshotInterval > 0 {
+			snap = replica.SnapshotConfig{Store: st, Interval: cfg.KvSnapshotInterval, NumRetained: cfg.KvSnapshotNumRetained, Committer: coordCalls}
+		}
 	}
 	s.replicas = replica.NewManager(replica.Config{
 		NodeID:                   cfg.NodeID,
@@ -247,6 +253,7 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 		MinInSyncReplicas:        cfg.MinInSyncReplicas,
 		ISR:                      coordCalls,
 		Tier:                     tier,
+		Snapshot:                 snap,
 		KVCache:                  s.kvCache,
 		Fetch: replica.FetchConfig{
 			Peer:              newReplicaPeers(s),

@@ -37,16 +37,25 @@ func (c *Coordinator) CommitRemoteLog(ctx context.Context, req CommitRemoteLogRe
 				name, ErrInvalidManifest, i, s.ID, s.BaseOffset, s.EndOffset)
 		}
 	}
+	m := catalog.RemoteLogManifest{LeaderEpoch: req.LeaderEpoch, Segments: req.Segments}
+	return c.writeAsLeader(ctx, req.TableID, req.Bucket, req.Leader, req.LeaderEpoch, "a remote log manifest",
+		func() raftmeta.Op { return c.cat.SetRemoteLogsOp(req.TableID, req.Bucket, m) })
+}
+
+// writeAsLeader writes op's znode for a bucket's leader: unless leader and
+// epoch are the bucket's current leader and leader epoch, nothing is
+// written and the error is ErrFencedLeaderEpoch (an old leader cannot
+// overwrite what its successor committed). what names the write in it.
+func (c *Coordinator) writeAsLeader(ctx context.Context, tableID int64, bucket, leader, epoch int32, what string, op func() raftmeta.Op) error {
 	return c.do(ctx, func(t *term) error {
-		_, cur, err := c.cat.Bucket(req.TableID, req.Bucket)
+		_, cur, err := c.cat.Bucket(tableID, bucket)
 		if err != nil {
 			return err
 		}
-		if req.Leader != cur.Leader || req.LeaderEpoch != cur.LeaderEpoch {
-			return fmt.Errorf("%s: %w: node %d commits a remote log manifest as leader at epoch %d, the bucket's leader is %d at epoch %d",
-				name, ErrFencedLeaderEpoch, req.Leader, req.LeaderEpoch, cur.Leader, cur.LeaderEpoch)
+		if leader != cur.Leader || epoch != cur.LeaderEpoch {
+			return fmt.Errorf("table id %d bucket %d: %w: node %d commits %s as leader at epoch %d, the bucket's leader is %d at epoch %d",
+				tableID, bucket, ErrFencedLeaderEpoch, leader, what, epoch, cur.Leader, cur.LeaderEpoch)
 		}
-		m := catalog.RemoteLogManifest{LeaderEpoch: req.LeaderEpoch, Segments: req.Segments}
-		return c.write(t, []raftmeta.Op{c.cat.SetRemoteLogsOp(req.TableID, req.Bucket, m)})
+		return c.write(t, []raftmeta.Op{op()})
 	})
 }

@@ -93,10 +93,15 @@ func benchData(b *testing.B, f *fixture, n int, seed uint64) ([][]byte, [][]byte
 const benchCacheSize = 256 << 20
 
 func benchFixture(b *testing.B) *fixture {
+	return benchFixtureWAL(b, true)
+}
+
+// benchFixtureWAL is benchFixture with Pebble's own WAL on or off.
+func benchFixtureWAL(b *testing.B, wal bool) *fixture {
 	d := testTable(b, benchSchema(), nil)
 	cache := pebble.NewCache(benchCacheSize)
 	b.Cleanup(cache.Unref)
-	return newFixture(b, d, func(c *Config) { c.Logger = testLogger(b); c.Cache = cache })
+	return newFixture(b, d, func(c *Config) { c.Logger = testLogger(b); c.Cache = cache; c.DisableWAL = !wal })
 }
 
 // rawPebble opens a bare Pebble database with the same block cache and
@@ -114,11 +119,13 @@ func rawPebble(b *testing.B) *pebble.DB {
 // BenchmarkPutKv measures the leader write path per row: merge (a read of
 // the current row), the ZSTD Arrow changelog, the log append, the commit
 // (FlushTo into Pebble). insert writes new keys; update rewrites existing
-// ones (-U and +U in the changelog).
+// ones (-U and +U in the changelog). nowal variants turn Pebble's own WAL
+// off (Config.DisableWAL).
 func BenchmarkPutKv(b *testing.B) {
-	for _, mode := range []string{"insert", "update"} {
+	for _, mode := range []string{"insert", "update", "insert/nowal", "update/nowal"} {
 		b.Run(mode, func(b *testing.B) {
-			f := benchFixture(b)
+			f := benchFixtureWAL(b, !strings.HasSuffix(mode, "/nowal"))
+			mode = strings.TrimSuffix(mode, "/nowal")
 			ctx := context.Background()
 			_, _, batches := benchData(b, f, 100_000, 1)
 			if mode == "update" {

@@ -54,6 +54,8 @@ type Tablet struct {
 	// table has FLOAT or DOUBLE columns, whose NaNs the codec canonicalizes
 	// on encoding (the changelog's fold would then differ from the store).
 	rawValues bool
+	// id is the database's identity (checkpoint.go).
+	id string
 
 	// writeMu serializes the changes that extend or cut the buffer:
 	// PutKv, ApplyChangelog, TruncateTo, Close. Lock order: writeMu, then
@@ -139,13 +141,18 @@ func Open(cfg Config) (*Tablet, error) {
 	// Bloom filters: PutKv reads every key it writes, and most inserts
 	// miss; without filters each miss reads a data block of every level.
 	opts.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
+	id, err := loadID(fs, cfg.Dir)
+	if err != nil {
+		builder.Release()
+		return nil, err
+	}
 	db, err := pebble.Open(cfg.Dir, opts)
 	if err != nil {
 		builder.Release()
 		return nil, fmt.Errorf("kv: open pebble %s: %w", cfg.Dir, err)
 	}
 	t := &Tablet{
-		cfg: cfg, lg: cfg.logger().With("component", "kv", "dir", cfg.Dir), log: cfg.Log, db: db,
+		cfg: cfg, lg: cfg.logger().With("component", "kv", "dir", cfg.Dir), log: cfg.Log, db: db, id: id,
 		eng: eng, schema: s, rows: rows, keys: keys, compression: comp, builder: builder,
 	}
 	t.rawValues = true

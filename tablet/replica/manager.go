@@ -66,6 +66,9 @@ type Config struct {
 	// Tier configures log tiering to remote storage (tier.go); a nil
 	// Store turns it off.
 	Tier TierConfig
+	// Snapshot configures KV snapshots to remote storage (snapshot.go); a
+	// nil Store turns them off.
+	Snapshot SnapshotConfig
 	// Logger receives the manager's logs.
 	Logger *slog.Logger
 }
@@ -136,7 +139,10 @@ func (m *Manager) Run(ctx context.Context) error {
 		if err := os.MkdirAll(m.cfg.Tier.CacheDir, 0o755); err != nil {
 			return fmt.Errorf("remote segment cache: %w", err)
 		}
-		bg.Go(func() { m.tierLogs(ctx) })
+		bg.Go(func() { every(ctx, m.cfg.Tier.Interval, func() { m.TierOnce(ctx, time.Now()) }) })
+	}
+	if m.cfg.Snapshot.Store != nil {
+		bg.Go(func() { every(ctx, m.cfg.Snapshot.Interval, func() { m.SnapshotOnce(ctx, time.Now()) }) })
 	}
 	fetchers := map[int32]*fetcher{}
 	defer func() {

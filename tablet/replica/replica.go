@@ -112,6 +112,9 @@ type Replica struct {
 		// tiered is, on a leader, the remote log manifest it committed
 		// last (tier.go); nil before its first commit.
 		tiered *catalog.RemoteLogManifest
+		// snapshots is, on a leader, the KV snapshots it committed last
+		// (snapshot.go); nil before its first commit.
+		snapshots *catalog.KvSnapshots
 		// advanced is closed (and replaced) whenever the high watermark
 		// moves or the replica changes role, waking waiting readers.
 		advanced chan struct{}

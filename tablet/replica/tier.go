@@ -72,39 +72,13 @@ func segmentKey(prefix string, s catalog.RemoteLogSegment, suffix string) string
 	return prefix + s.ID + "/" + fmt.Sprintf("%020d", s.BaseOffset) + suffix
 }
 
-// tierLogs runs the tiering task of every bucket this node leads, every
-// Interval, until ctx is done.
-func (m *Manager) tierLogs(ctx context.Context) {
-	t := time.NewTicker(m.cfg.Tier.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		m.TierOnce(ctx, time.Now())
-	}
-}
-
 // TierOnce runs the tiering task of every log-table bucket this node leads
 // once, with now the time table.log.ttl is judged at (the manager's Run
-// does it every TierConfig.Interval).
+// does it every TierConfig.Interval). A primary-key table's changelog is
+// its KV's write-ahead log: it is trimmed below KV snapshots instead
+// (snapshot.go).
 func (m *Manager) TierOnce(ctx context.Context, now time.Time) {
-	m.mu.RLock()
-	tables := m.mu.tables
-	m.mu.RUnlock()
-	for _, r := range m.replicas() {
-		t, ok := tables[r.tb.TableID]
-		if !ok || r.kv != nil {
-			// A primary-key table's changelog is its KV's write-ahead log:
-			// it is tiered with KV snapshots (not yet).
-			continue
-		}
-		if err := m.tierBucket(ctx, r, t, now); err != nil && ctx.Err() == nil {
-			m.lg.Warn("log tiering", "bucket", r.tb.String(), "err", err)
-		}
-	}
+	m.eachBucket(ctx, false, "log tiering", func(r *Replica, t catalog.Table) error { return m.tierBucket(ctx, r, t, now) })
 }
 
 // tierBucket is one round of the tiering task of a bucket: remove orphans,
@@ -250,22 +224,31 @@ func (m *Manager) uploadSegment(ctx context.Context, prefix string, s log.Segmen
 // of man: uploads whose commit failed or never came (a crash, a fenced
 // leader), and a file store's temporary files of puts a crash cut short.
 func removeOrphans(ctx context.Context, store remote.Store, prefix string, man catalog.RemoteLogManifest) error {
+	live := map[string]bool{}
+	for _, s := range man.Segments {
+		live[s.ID] = true
+	}
+	return removeObjectsExcept(ctx, store, prefix, func(key string) bool {
+		id, _, _ := strings.Cut(strings.TrimPrefix(key, prefix), "/")
+		return live[id]
+	})
+}
+
+// removeObjectsExcept deletes the objects under prefix that keep refuses,
+// and a file store's temporary files under it (remote.TemporarySweeper):
+// the caller knows no put is in progress under prefix.
+func removeObjectsExcept(ctx context.Context, store remote.Store, prefix string, keep func(key string) bool) error {
 	if ts, ok := store.(remote.TemporarySweeper); ok {
 		if _, err := ts.RemoveTemporary(ctx, prefix); err != nil {
 			return err
 		}
-	}
-	live := map[string]bool{}
-	for _, s := range man.Segments {
-		live[s.ID] = true
 	}
 	var orphans []string
 	for obj, err := range store.List(ctx, prefix) {
 		if err != nil {
 			return err
 		}
-		id, _, _ := strings.Cut(strings.TrimPrefix(obj.Key, prefix), "/")
-		if !live[id] {
+		if !keep(obj.Key) {
 			orphans = append(orphans, obj.Key)
 		}
 	}

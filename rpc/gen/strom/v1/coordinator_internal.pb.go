@@ -346,6 +346,268 @@ func (*CommitRemoteLogManifestResponse) Descriptor() ([]byte, []int) {
 	return file_strom_v1_coordinator_internal_proto_rawDescGZIP(), []int{4}
 }
 
+type CommitKvSnapshotRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	TableId     int64                  `protobuf:"varint,1,opt,name=table_id,json=tableId,proto3" json:"table_id,omitempty"`
+	Bucket      int32                  `protobuf:"varint,2,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	LeaderId    int32                  `protobuf:"varint,3,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	LeaderEpoch int32                  `protobuf:"varint,4,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	// snapshots are every retained snapshot, oldest first.
+	Snapshots     []*KvSnapshot `protobuf:"bytes,5,rep,name=snapshots,proto3" json:"snapshots,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitKvSnapshotRequest) Reset() {
+	*x = CommitKvSnapshotRequest{}
+	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitKvSnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitKvSnapshotRequest) ProtoMessage() {}
+
+func (x *CommitKvSnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitKvSnapshotRequest.ProtoReflect.Descriptor instead.
+func (*CommitKvSnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_strom_v1_coordinator_internal_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *CommitKvSnapshotRequest) GetTableId() int64 {
+	if x != nil {
+		return x.TableId
+	}
+	return 0
+}
+
+func (x *CommitKvSnapshotRequest) GetBucket() int32 {
+	if x != nil {
+		return x.Bucket
+	}
+	return 0
+}
+
+func (x *CommitKvSnapshotRequest) GetLeaderId() int32 {
+	if x != nil {
+		return x.LeaderId
+	}
+	return 0
+}
+
+func (x *CommitKvSnapshotRequest) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *CommitKvSnapshotRequest) GetSnapshots() []*KvSnapshot {
+	if x != nil {
+		return x.Snapshots
+	}
+	return nil
+}
+
+// KvSnapshot is one Pebble checkpoint of a bucket's KV in remote storage.
+type KvSnapshot struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// log_offset is the changelog offset it holds every change below.
+	LogOffset int64 `protobuf:"varint,2,opt,name=log_offset,json=logOffset,proto3" json:"log_offset,omitempty"`
+	// created_at is when it was taken, in Unix milliseconds.
+	CreatedAt     int64             `protobuf:"varint,3,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	LeaderId      int32             `protobuf:"varint,4,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	LeaderEpoch   int32             `protobuf:"varint,5,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	Files         []*KvSnapshotFile `protobuf:"bytes,6,rep,name=files,proto3" json:"files,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KvSnapshot) Reset() {
+	*x = KvSnapshot{}
+	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KvSnapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KvSnapshot) ProtoMessage() {}
+
+func (x *KvSnapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KvSnapshot.ProtoReflect.Descriptor instead.
+func (*KvSnapshot) Descriptor() ([]byte, []int) {
+	return file_strom_v1_coordinator_internal_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *KvSnapshot) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *KvSnapshot) GetLogOffset() int64 {
+	if x != nil {
+		return x.LogOffset
+	}
+	return 0
+}
+
+func (x *KvSnapshot) GetCreatedAt() int64 {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return 0
+}
+
+func (x *KvSnapshot) GetLeaderId() int32 {
+	if x != nil {
+		return x.LeaderId
+	}
+	return 0
+}
+
+func (x *KvSnapshot) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *KvSnapshot) GetFiles() []*KvSnapshotFile {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+// KvSnapshotFile is one file of a snapshot: name in the Pebble directory,
+// key under the bucket's remote KV prefix.
+type KvSnapshotFile struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Key           string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Size          int64                  `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KvSnapshotFile) Reset() {
+	*x = KvSnapshotFile{}
+	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KvSnapshotFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KvSnapshotFile) ProtoMessage() {}
+
+func (x *KvSnapshotFile) ProtoReflect() protoreflect.Message {
+	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KvSnapshotFile.ProtoReflect.Descriptor instead.
+func (*KvSnapshotFile) Descriptor() ([]byte, []int) {
+	return file_strom_v1_coordinator_internal_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *KvSnapshotFile) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *KvSnapshotFile) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *KvSnapshotFile) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+type CommitKvSnapshotResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitKvSnapshotResponse) Reset() {
+	*x = CommitKvSnapshotResponse{}
+	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitKvSnapshotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitKvSnapshotResponse) ProtoMessage() {}
+
+func (x *CommitKvSnapshotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitKvSnapshotResponse.ProtoReflect.Descriptor instead.
+func (*CommitKvSnapshotResponse) Descriptor() ([]byte, []int) {
+	return file_strom_v1_coordinator_internal_proto_rawDescGZIP(), []int{8}
+}
+
 var File_strom_v1_coordinator_internal_proto protoreflect.FileDescriptor
 
 const file_strom_v1_coordinator_internal_proto_rawDesc = "" +
@@ -375,10 +637,32 @@ const file_strom_v1_coordinator_internal_proto_rawDesc = "" +
 	"\n" +
 	"size_bytes\x18\x04 \x01(\x03R\tsizeBytes\x12#\n" +
 	"\rmax_timestamp\x18\x05 \x01(\x03R\fmaxTimestamp\"!\n" +
-	"\x1fCommitRemoteLogManifestResponse2\xd2\x01\n" +
+	"\x1fCommitRemoteLogManifestResponse\"\xc0\x01\n" +
+	"\x17CommitKvSnapshotRequest\x12\x19\n" +
+	"\btable_id\x18\x01 \x01(\x03R\atableId\x12\x16\n" +
+	"\x06bucket\x18\x02 \x01(\x05R\x06bucket\x12\x1b\n" +
+	"\tleader_id\x18\x03 \x01(\x05R\bleaderId\x12!\n" +
+	"\fleader_epoch\x18\x04 \x01(\x05R\vleaderEpoch\x122\n" +
+	"\tsnapshots\x18\x05 \x03(\v2\x14.strom.v1.KvSnapshotR\tsnapshots\"\xca\x01\n" +
+	"\n" +
+	"KvSnapshot\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x1d\n" +
+	"\n" +
+	"log_offset\x18\x02 \x01(\x03R\tlogOffset\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\x03 \x01(\x03R\tcreatedAt\x12\x1b\n" +
+	"\tleader_id\x18\x04 \x01(\x05R\bleaderId\x12!\n" +
+	"\fleader_epoch\x18\x05 \x01(\x05R\vleaderEpoch\x12.\n" +
+	"\x05files\x18\x06 \x03(\v2\x18.strom.v1.KvSnapshotFileR\x05files\"J\n" +
+	"\x0eKvSnapshotFile\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x03R\x04size\"\x1a\n" +
+	"\x18CommitKvSnapshotResponse2\xad\x02\n" +
 	"\x1aCoordinatorInternalService\x12D\n" +
 	"\tAdjustIsr\x12\x1a.strom.v1.AdjustIsrRequest\x1a\x1b.strom.v1.AdjustIsrResponse\x12n\n" +
-	"\x17CommitRemoteLogManifest\x12(.strom.v1.CommitRemoteLogManifestRequest\x1a).strom.v1.CommitRemoteLogManifestResponseB Z\x1estrom/rpc/gen/strom/v1;stromv1b\x06proto3"
+	"\x17CommitRemoteLogManifest\x12(.strom.v1.CommitRemoteLogManifestRequest\x1a).strom.v1.CommitRemoteLogManifestResponse\x12Y\n" +
+	"\x10CommitKvSnapshot\x12!.strom.v1.CommitKvSnapshotRequest\x1a\".strom.v1.CommitKvSnapshotResponseB Z\x1estrom/rpc/gen/strom/v1;stromv1b\x06proto3"
 
 var (
 	file_strom_v1_coordinator_internal_proto_rawDescOnce sync.Once
@@ -392,25 +676,33 @@ func file_strom_v1_coordinator_internal_proto_rawDescGZIP() []byte {
 	return file_strom_v1_coordinator_internal_proto_rawDescData
 }
 
-var file_strom_v1_coordinator_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_strom_v1_coordinator_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_strom_v1_coordinator_internal_proto_goTypes = []any{
 	(*AdjustIsrRequest)(nil),                // 0: strom.v1.AdjustIsrRequest
 	(*AdjustIsrResponse)(nil),               // 1: strom.v1.AdjustIsrResponse
 	(*CommitRemoteLogManifestRequest)(nil),  // 2: strom.v1.CommitRemoteLogManifestRequest
 	(*RemoteLogSegment)(nil),                // 3: strom.v1.RemoteLogSegment
 	(*CommitRemoteLogManifestResponse)(nil), // 4: strom.v1.CommitRemoteLogManifestResponse
+	(*CommitKvSnapshotRequest)(nil),         // 5: strom.v1.CommitKvSnapshotRequest
+	(*KvSnapshot)(nil),                      // 6: strom.v1.KvSnapshot
+	(*KvSnapshotFile)(nil),                  // 7: strom.v1.KvSnapshotFile
+	(*CommitKvSnapshotResponse)(nil),        // 8: strom.v1.CommitKvSnapshotResponse
 }
 var file_strom_v1_coordinator_internal_proto_depIdxs = []int32{
 	3, // 0: strom.v1.CommitRemoteLogManifestRequest.segments:type_name -> strom.v1.RemoteLogSegment
-	0, // 1: strom.v1.CoordinatorInternalService.AdjustIsr:input_type -> strom.v1.AdjustIsrRequest
-	2, // 2: strom.v1.CoordinatorInternalService.CommitRemoteLogManifest:input_type -> strom.v1.CommitRemoteLogManifestRequest
-	1, // 3: strom.v1.CoordinatorInternalService.AdjustIsr:output_type -> strom.v1.AdjustIsrResponse
-	4, // 4: strom.v1.CoordinatorInternalService.CommitRemoteLogManifest:output_type -> strom.v1.CommitRemoteLogManifestResponse
-	3, // [3:5] is the sub-list for method output_type
-	1, // [1:3] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	6, // 1: strom.v1.CommitKvSnapshotRequest.snapshots:type_name -> strom.v1.KvSnapshot
+	7, // 2: strom.v1.KvSnapshot.files:type_name -> strom.v1.KvSnapshotFile
+	0, // 3: strom.v1.CoordinatorInternalService.AdjustIsr:input_type -> strom.v1.AdjustIsrRequest
+	2, // 4: strom.v1.CoordinatorInternalService.CommitRemoteLogManifest:input_type -> strom.v1.CommitRemoteLogManifestRequest
+	5, // 5: strom.v1.CoordinatorInternalService.CommitKvSnapshot:input_type -> strom.v1.CommitKvSnapshotRequest
+	1, // 6: strom.v1.CoordinatorInternalService.AdjustIsr:output_type -> strom.v1.AdjustIsrResponse
+	4, // 7: strom.v1.CoordinatorInternalService.CommitRemoteLogManifest:output_type -> strom.v1.CommitRemoteLogManifestResponse
+	8, // 8: strom.v1.CoordinatorInternalService.CommitKvSnapshot:output_type -> strom.v1.CommitKvSnapshotResponse
+	6, // [6:9] is the sub-list for method output_type
+	3, // [3:6] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_strom_v1_coordinator_internal_proto_init() }
@@ -424,7 +716,7 @@ func file_strom_v1_coordinator_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strom_v1_coordinator_internal_proto_rawDesc), len(file_strom_v1_coordinator_internal_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

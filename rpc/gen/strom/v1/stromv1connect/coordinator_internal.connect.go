@@ -40,6 +40,9 @@ const (
 	// CoordinatorInternalServiceCommitRemoteLogManifestProcedure is the fully-qualified name of the
 	// CoordinatorInternalService's CommitRemoteLogManifest RPC.
 	CoordinatorInternalServiceCommitRemoteLogManifestProcedure = "/strom.v1.CoordinatorInternalService/CommitRemoteLogManifest"
+	// CoordinatorInternalServiceCommitKvSnapshotProcedure is the fully-qualified name of the
+	// CoordinatorInternalService's CommitKvSnapshot RPC.
+	CoordinatorInternalServiceCommitKvSnapshotProcedure = "/strom.v1.CoordinatorInternalService/CommitKvSnapshot"
 )
 
 // CoordinatorInternalServiceClient is a client for the strom.v1.CoordinatorInternalService service.
@@ -59,6 +62,11 @@ type CoordinatorInternalServiceClient interface {
 	// FENCED_LEADER_EPOCH_EXCEPTION when leader_id or leader_epoch is not the
 	// bucket's, so a deposed leader cannot overwrite its successor's manifest.
 	CommitRemoteLogManifest(context.Context, *connect.Request[v1.CommitRemoteLogManifestRequest]) (*connect.Response[v1.CommitRemoteLogManifestResponse], error)
+	// CommitKvSnapshot replaces a primary-key bucket's list of retained KV
+	// snapshots (the one its leader just took and the older ones it keeps)
+	// as its leader asks (Fluss's CommitKvSnapshot), fenced like
+	// CommitRemoteLogManifest.
+	CommitKvSnapshot(context.Context, *connect.Request[v1.CommitKvSnapshotRequest]) (*connect.Response[v1.CommitKvSnapshotResponse], error)
 }
 
 // NewCoordinatorInternalServiceClient constructs a client for the
@@ -84,6 +92,12 @@ func NewCoordinatorInternalServiceClient(httpClient connect.HTTPClient, baseURL 
 			connect.WithSchema(coordinatorInternalServiceMethods.ByName("CommitRemoteLogManifest")),
 			connect.WithClientOptions(opts...),
 		),
+		commitKvSnapshot: connect.NewClient[v1.CommitKvSnapshotRequest, v1.CommitKvSnapshotResponse](
+			httpClient,
+			baseURL+CoordinatorInternalServiceCommitKvSnapshotProcedure,
+			connect.WithSchema(coordinatorInternalServiceMethods.ByName("CommitKvSnapshot")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -91,6 +105,7 @@ func NewCoordinatorInternalServiceClient(httpClient connect.HTTPClient, baseURL 
 type coordinatorInternalServiceClient struct {
 	adjustIsr               *connect.Client[v1.AdjustIsrRequest, v1.AdjustIsrResponse]
 	commitRemoteLogManifest *connect.Client[v1.CommitRemoteLogManifestRequest, v1.CommitRemoteLogManifestResponse]
+	commitKvSnapshot        *connect.Client[v1.CommitKvSnapshotRequest, v1.CommitKvSnapshotResponse]
 }
 
 // AdjustIsr calls strom.v1.CoordinatorInternalService.AdjustIsr.
@@ -101,6 +116,11 @@ func (c *coordinatorInternalServiceClient) AdjustIsr(ctx context.Context, req *c
 // CommitRemoteLogManifest calls strom.v1.CoordinatorInternalService.CommitRemoteLogManifest.
 func (c *coordinatorInternalServiceClient) CommitRemoteLogManifest(ctx context.Context, req *connect.Request[v1.CommitRemoteLogManifestRequest]) (*connect.Response[v1.CommitRemoteLogManifestResponse], error) {
 	return c.commitRemoteLogManifest.CallUnary(ctx, req)
+}
+
+// CommitKvSnapshot calls strom.v1.CoordinatorInternalService.CommitKvSnapshot.
+func (c *coordinatorInternalServiceClient) CommitKvSnapshot(ctx context.Context, req *connect.Request[v1.CommitKvSnapshotRequest]) (*connect.Response[v1.CommitKvSnapshotResponse], error) {
+	return c.commitKvSnapshot.CallUnary(ctx, req)
 }
 
 // CoordinatorInternalServiceHandler is an implementation of the strom.v1.CoordinatorInternalService
@@ -121,6 +141,11 @@ type CoordinatorInternalServiceHandler interface {
 	// FENCED_LEADER_EPOCH_EXCEPTION when leader_id or leader_epoch is not the
 	// bucket's, so a deposed leader cannot overwrite its successor's manifest.
 	CommitRemoteLogManifest(context.Context, *connect.Request[v1.CommitRemoteLogManifestRequest]) (*connect.Response[v1.CommitRemoteLogManifestResponse], error)
+	// CommitKvSnapshot replaces a primary-key bucket's list of retained KV
+	// snapshots (the one its leader just took and the older ones it keeps)
+	// as its leader asks (Fluss's CommitKvSnapshot), fenced like
+	// CommitRemoteLogManifest.
+	CommitKvSnapshot(context.Context, *connect.Request[v1.CommitKvSnapshotRequest]) (*connect.Response[v1.CommitKvSnapshotResponse], error)
 }
 
 // NewCoordinatorInternalServiceHandler builds an HTTP handler from the service implementation. It
@@ -142,12 +167,20 @@ func NewCoordinatorInternalServiceHandler(svc CoordinatorInternalServiceHandler,
 		connect.WithSchema(coordinatorInternalServiceMethods.ByName("CommitRemoteLogManifest")),
 		connect.WithHandlerOptions(opts...),
 	)
+	coordinatorInternalServiceCommitKvSnapshotHandler := connect.NewUnaryHandler(
+		CoordinatorInternalServiceCommitKvSnapshotProcedure,
+		svc.CommitKvSnapshot,
+		connect.WithSchema(coordinatorInternalServiceMethods.ByName("CommitKvSnapshot")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/strom.v1.CoordinatorInternalService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case CoordinatorInternalServiceAdjustIsrProcedure:
 			coordinatorInternalServiceAdjustIsrHandler.ServeHTTP(w, r)
 		case CoordinatorInternalServiceCommitRemoteLogManifestProcedure:
 			coordinatorInternalServiceCommitRemoteLogManifestHandler.ServeHTTP(w, r)
+		case CoordinatorInternalServiceCommitKvSnapshotProcedure:
+			coordinatorInternalServiceCommitKvSnapshotHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -163,4 +196,8 @@ func (UnimplementedCoordinatorInternalServiceHandler) AdjustIsr(context.Context,
 
 func (UnimplementedCoordinatorInternalServiceHandler) CommitRemoteLogManifest(context.Context, *connect.Request[v1.CommitRemoteLogManifestRequest]) (*connect.Response[v1.CommitRemoteLogManifestResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strom.v1.CoordinatorInternalService.CommitRemoteLogManifest is not implemented"))
+}
+
+func (UnimplementedCoordinatorInternalServiceHandler) CommitKvSnapshot(context.Context, *connect.Request[v1.CommitKvSnapshotRequest]) (*connect.Response[v1.CommitKvSnapshotResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strom.v1.CoordinatorInternalService.CommitKvSnapshot is not implemented"))
 }

@@ -1,0 +1,133 @@
+package kv
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// idFile holds a Pebble database's identity, beside Pebble's own files
+// (Pebble ignores names it does not know, and Checkpoint does not copy it).
+const idFile = "STROM-KV-ID"
+
+// ID is the identity of this tablet's Pebble database: random, made when
+// the directory first held no identity (a new database, or one restored
+// from a snapshot). Within one identity an SST's file name always names the
+// same bytes (Pebble never reuses a file number), so remote copies of SSTs
+// are shared by (ID, file name); two databases never share an ID.
+func (t *Tablet) ID() string { return t.id }
+
+// loadID reads the identity in dir, making one if there is none.
+func loadID(fs vfs.FS, dir string) (string, error) {
+	path := filepath.Join(dir, idFile)
+	if f, err := fs.Open(path); err == nil {
+		b, err := io.ReadAll(f)
+		f.Close()
+		if err != nil {
+			return "", fmt.Errorf("kv: read %s: %w", path, err)
+		}
+		if id := strings.TrimSpace(string(b)); id != "" {
+			return id, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("kv: read %s: %w", path, err)
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	id := hex.EncodeToString(b[:])
+	tmp := path + ".tmp"
+	f, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return "", fmt.Errorf("kv: write %s: %w", path, err)
+	}
+	_, err = io.WriteString(f, id+"\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = fs.Rename(tmp, path)
+	}
+	if err == nil {
+		var d vfs.File
+		if d, err = fs.OpenDir(dir); err == nil {
+			err = d.Sync()
+			d.Close()
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("kv: write %s: %w", path, err)
+	}
+	return id, nil
+}
+
+// Checkpoint writes a Pebble checkpoint of the committed rows into dir
+// (which must not exist; on the tablet's file system, where SSTs are hard
+// links) and returns the log offset it holds every change below: the
+// flushed offset at that moment (the meta key inside says the same). A
+// database opened from the checkpoint is this tablet's Pebble as of that
+// offset, and Open then replays the log from it. The memtable is flushed
+// to SSTs first, so the checkpoint's WAL (the changes of the moment between
+// that flush and the checkpoint) is small; FlushTo waits only for the
+// checkpoint itself.
+func (t *Tablet) Checkpoint(dir string) (int64, error) {
+	// readMu (shared) keeps Close from closing Pebble under these calls;
+	// Close marks the tablet closed before it takes readMu.
+	t.readMu.RLock()
+	err := t.checkOpen()
+	if err == nil {
+		err = t.db.Flush()
+	}
+	t.readMu.RUnlock()
+	if err != nil {
+		return 0, fmt.Errorf("kv: checkpoint: flush memtable: %w", err)
+	}
+	t.flushMu.Lock()
+	defer t.flushMu.Unlock()
+	t.readMu.RLock()
+	defer t.readMu.RUnlock()
+	if err := t.checkOpen(); err != nil {
+		return 0, err
+	}
+	if t.cfg.DisableWAL {
+		// No WAL to carry what came since the flush: flush it too.
+		if err := t.db.Flush(); err != nil {
+			return 0, fmt.Errorf("kv: checkpoint: flush memtable: %w", err)
+		}
+	}
+	t.mu.Lock()
+	offset := t.mu.flushed
+	t.mu.Unlock()
+	if err := t.db.Checkpoint(dir, pebble.WithFlushedWAL()); err != nil {
+		return 0, fmt.Errorf("kv: checkpoint into %s: %w", dir, err)
+	}
+	return offset, nil
+}
+
+// checkOpen returns ErrClosed once Close began.
+func (t *Tablet) checkOpen() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.mu.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// IsSharedFile reports whether a checkpoint's file is immutable for the
+// life of its database (an SST or a blob file), so a copy of it taken for
+// one snapshot serves every later one; the others (MANIFEST, OPTIONS,
+// markers, WAL) change and are copied with each snapshot.
+func IsSharedFile(name string) bool {
+	return strings.HasSuffix(name, ".sst") || strings.HasSuffix(name, ".blob")
+}
