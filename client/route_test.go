@@ -245,8 +245,15 @@ func TestWriterAndScannerFollowTheLeader(t *testing.T) {
 	if n := m.servedByNewLeader("FetchLog"); n == 0 {
 		t.Error("no FetchLog went to the new leader")
 	}
+	// Earliest asks no ListOffsets (the fetch resolves it); Latest does.
+	if err := sc.Subscribe(ctx, 1, client.Latest()); err != nil {
+		t.Fatalf("subscribe bucket 1 at Latest: %v", err)
+	}
 	if n := m.servedByNewLeader("ListOffsets"); n == 0 {
 		t.Error("no ListOffsets went to the new leader")
+	}
+	if pos := sc.Position()[1]; pos != 20 {
+		t.Errorf("bucket 1 at Latest is at %d, want 20", pos)
 	}
 }
 

@@ -22,8 +22,15 @@ type StartOffset struct {
 	at     time.Time
 }
 
-// Earliest starts at the first offset still stored.
-func Earliest() StartOffset { return StartOffset{spec: stromv1.OffsetSpec_OFFSET_SPEC_EARLIEST} }
+// Earliest starts at the first offset still stored. The first fetch
+// resolves it (as Fluss's does), so Subscribe asks the node nothing, and
+// Position reports EarliestOffset for the bucket until a fetch has answered.
+func Earliest() StartOffset { return StartOffset{offset: EarliestOffset} }
+
+// EarliestOffset is the position of a bucket subscribed from Earliest that
+// no fetch has answered yet (Fluss's EARLIEST_OFFSET; FetchBucket.offset
+// on the wire).
+const EarliestOffset = -2
 
 // Latest starts at the high watermark: only rows written from now on.
 func Latest() StartOffset { return StartOffset{spec: stromv1.OffsetSpec_OFFSET_SPEC_LATEST} }
@@ -173,8 +180,9 @@ func (t *Table) NewLogScanner(opts ...ScanOption) (*LogScanner, error) {
 // columns, in table order).
 func (s *LogScanner) Schema() record.Schema { return s.schema }
 
-// Subscribe starts reading bucket from start, resolving Earliest, Latest
-// and timestamps to an offset now. A bucket stopped at a batch it cannot
+// Subscribe starts reading bucket from start, resolving Latest and
+// timestamps to an offset now (one ListOffsets call); Earliest is resolved
+// by the bucket's first fetch. A bucket stopped at a batch it cannot
 // read (CorruptBatchError) reads again from start. What was fetched for the
 // bucket before and not returned yet is dropped.
 func (s *LogScanner) Subscribe(ctx context.Context, bucket int32, start StartOffset) error {
@@ -513,6 +521,9 @@ func errorDetail(err error) *stromv1.ErrorDetail {
 // BucketFetch and the bucket's next offset. A batch that cannot be read is
 // skipped (SkipCorrupt) or ends the fetch with a *CorruptBatchError.
 func (s *LogScanner) decode(r *stromv1.FetchBucketResult, from int64) (BucketFetch, int64) {
+	if from == EarliestOffset && (r.Error == nil || r.Error.Name == "CORRUPT_RECORD_EXCEPTION") {
+		from = r.LogStartOffset // where the node started reading
+	}
 	f := BucketFetch{Bucket: r.Bucket, From: from, HighWatermark: r.HighWatermark, Bytes: len(r.Records)}
 	// bad handles a batch that cannot be read; it reports whether to go on.
 	bad := func(e *CorruptBatchError) bool {

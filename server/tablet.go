@@ -354,6 +354,10 @@ func (h *tabletHandler) FetchLog(ctx context.Context, req *connect.Request[strom
 	}
 }
 
+// fetchEarliestOffset, as a FetchBucket's offset, fetches from the first
+// offset still stored (Fluss's EARLIEST_OFFSET).
+const fetchEarliestOffset = -2
+
 // fetchBucket reads one bucket, within budget bytes and, as JSON, rowBudget
 // rows. It returns the result, the bytes it holds, and a channel that
 // closes when the bucket has more (nil on error).
@@ -369,13 +373,18 @@ func (h *tabletHandler) fetchBucket(t catalog.Table, fb *stromv1.FetchBucket, co
 		res.Error = rpc.Detail(err)
 		return res, 0, nil
 	}
+	offset := fb.Offset
+	if offset == fetchEarliestOffset {
+		offset = r.LogStartOffset()
+		res.NextOffset = offset
+	}
 	advanced := r.Advanced()
 	limit := int(fb.MaxBytes)
 	if limit <= 0 {
 		limit = defaultBucketMaxBytes
 	}
 	limit = max(min(limit, budget), 1)
-	rr, err := r.Read(fb.Offset, limit)
+	rr, err := r.Read(offset, limit)
 	res.HighWatermark, res.LogStartOffset = rr.HighWatermark, rr.LogStartOffset
 	if err != nil {
 		h.fail(res, fb.Bucket, err)
@@ -391,7 +400,7 @@ func (h *tabletHandler) fetchBucket(t catalog.Table, fb *stromv1.FetchBucket, co
 			return res, n, nil
 		}
 		if count := int(b.RecordCount()); asJSON && len(res.Rows)+count > rowBudget {
-			if res.NextOffset == fb.Offset && count > h.s.cfg.FetchJSONMaxRows {
+			if res.NextOffset == offset && count > h.s.cfg.FetchJSONMaxRows {
 				res.Error = rpc.Detail(fmt.Errorf("%w: bucket %d: the batch at offset %d holds %d rows, over fetch.json.max-rows (%d) for one JSON response; fetch it as Arrow batches or raise the key",
 					rpc.ErrLimitExceeded, fb.Bucket, b.BaseOffset(), count, h.s.cfg.FetchJSONMaxRows))
 				return res, 0, nil
@@ -402,7 +411,7 @@ func (h *tabletHandler) fetchBucket(t catalog.Table, fb *stromv1.FetchBucket, co
 		var rows []*structpb.Struct
 		out, rows, err = serveBatch(out, b, t.Schema, cols, schema, asJSON, fb.Bucket)
 		if err != nil {
-			if res.NextOffset > fb.Offset {
+			if res.NextOffset > offset {
 				break // serve what precedes it; the next fetch starts at it
 			}
 			h.fail(res, fb.Bucket, &log.CorruptRecordError{Offset: b.BaseOffset(), NextOffset: b.NextOffset(), Err: err})

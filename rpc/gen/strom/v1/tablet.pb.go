@@ -1555,7 +1555,11 @@ func (x *ProduceLogResponse) GetBuckets() []*ProduceBucketResult {
 type FetchBucket struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Bucket int32                  `protobuf:"varint,1,opt,name=bucket,proto3" json:"bucket,omitempty"`
-	Offset int64                  `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	// The first offset wanted; -2 (Fluss's EARLIEST_OFFSET) means the first
+	// offset still stored, resolved by the fetch, so that reading from the
+	// beginning needs no ListOffsets first. The result's next_offset is then
+	// an offset as usual.
+	Offset int64 `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
 	// At most this many bytes for the bucket (default 1 MiB); at least one
 	// batch is returned if any is available, however large.
 	MaxBytes      int32 `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
