@@ -5,7 +5,9 @@
 # Go tools are pinned in go.mod and run with `go tool`; ZooKeeper (Debian's
 # package), versitygw (an S3-compatible server, from its Go module), the
 # Curator jars and Fluss's jars (Maven) are installed by the scripts it
-# calls; the Curator and Fluss steps need a JDK and mvn.
+# calls; the Curator and Fluss steps need a JDK and mvn. With STROM_DOCKER_TEST=1 it
+# also tests the container image (scripts/docker-test.sh, which needs a Docker daemon or
+# the privileges to start one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -82,4 +84,17 @@ step "what a Fluss deployment lives through: restarts of its ZooKeeper, a killed
 if ! scripts/fluss.sh survive both; then
   echo "WARNING: scripts/fluss.sh survive failed once (see the thread dumps above); trying it once more"
   scripts/fluss.sh survive both
+fi
+
+if [ "${STROM_DOCKER_TEST:-}" = 1 ]; then
+  step "the container image: one container and the three-node docker-compose.yml, host network"
+  # Installs docker.io and starts a private dockerd when missing; exit 3 says no daemon could be
+  # had here (CI may lack the privileges), which skips only this step.
+  rc=0
+  scripts/docker-test.sh || rc=$?
+  if [ "$rc" = 3 ]; then
+    echo "SKIPPED: scripts/docker-test.sh found no Docker daemon it could use (see above)"
+  elif [ "$rc" != 0 ]; then
+    exit "$rc"
+  fi
 fi

@@ -1,0 +1,25 @@
+# The Strom image, built from source: `docker build -t strom .` (needs the golang image from a
+# registry). The final stage is the same as Dockerfile.local's, which packs a binary built on the
+# host instead (scripts/docker-test.sh, for machines without a registry); keep the two alike.
+ARG GO_VERSION=1.26
+FROM golang:${GO_VERSION} AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+# A static binary: scratch has no libc. /out/data becomes the volume, owned by the image's user.
+RUN CGO_ENABLED=0 go build -trimpath -ldflags=-s -o /out/strom . && mkdir /out/data
+
+FROM scratch
+COPY --from=build /out/strom /strom
+# For S3 over https (remote.data.dir s3://...).
+COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
+COPY --from=build --chown=65532:65532 /out/data /data
+USER 65532:65532
+ENV STROM_DATA_DIR=/data
+VOLUME /data
+# API (Connect, gRPC, HTTP JSON, /readyz), Raft, gossip (TCP and UDP).
+EXPOSE 9123 9124 9125 9125/udp
+HEALTHCHECK --interval=5s --timeout=5s --start-period=60s --retries=3 CMD ["/strom", "healthcheck", "--timeout", "4s"]
+ENTRYPOINT ["/strom"]
+CMD ["server"]
