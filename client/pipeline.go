@@ -27,6 +27,7 @@ type writerConfig struct {
 	retryBackoff    time.Duration // Kafka's retry.backoff.ms
 	maxRetryBackoff time.Duration // Kafka's retry.backoff.max.ms
 	targetColumns   []string      // UpsertWriter: partial update
+	buildInAppend   bool          // build batches under the writer's lock, as before (benchmarks)
 }
 
 // WriterOption configures an AppendWriter or an UpsertWriter.
@@ -150,10 +151,13 @@ type pendingBatch struct {
 	created time.Time
 }
 
-// sealedBatch is a batch waiting to be sent.
+// sealedBatch is a batch waiting to be sent. It is built (encoded and
+// compressed) by its bucket's sender, not under the writer's lock, so
+// that appending and compressing overlap.
 type sealedBatch struct {
 	bucket  int32
-	data    []byte
+	enc     encoder // until built
+	data    []byte  // once built
 	futures []*Future
 	memKB   int
 	settled bool // acknowledged or failed; guarded by its sender's mu
@@ -324,11 +328,12 @@ func (w *pipeline) sealLocked(pb *pendingBatch) {
 		// Fluss's sticky bucket: move on once a batch is full.
 		w.mu.sticky = (w.mu.sticky + 1 + int32(rand.IntN(int(w.t.Buckets()-1)))) % w.t.Buckets()
 	}
-	b, err := pb.enc.build()
-	sb := &sealedBatch{bucket: pb.bucket, data: b, futures: pb.futures, memKB: pb.memKB}
-	if err != nil {
-		w.complete(sb, 0, fmt.Errorf("client: encode batch: %w", err))
-		return
+	sb := &sealedBatch{bucket: pb.bucket, enc: pb.enc, futures: pb.futures, memKB: pb.memKB}
+	if w.cfg.buildInAppend {
+		if err := sb.build(); err != nil {
+			w.complete(sb, 0, err)
+			return
+		}
 	}
 	s := w.mu.senders[pb.bucket]
 	if s == nil {
@@ -342,6 +347,20 @@ func (w *pipeline) sealLocked(pb *pendingBatch) {
 	// bucket holds up only appends that need memory it holds, not the
 	// writer's lock.
 	s.queue.push(sb)
+}
+
+// build encodes the batch (for a log table: Arrow IPC, compressed), once.
+func (sb *sealedBatch) build() error {
+	if sb.enc == nil {
+		return nil
+	}
+	b, err := sb.enc.build()
+	sb.enc = nil
+	if err != nil {
+		return fmt.Errorf("client: encode a batch of %d rows for bucket %d: %w", len(sb.futures), sb.bucket, err)
+	}
+	sb.data = b
+	return nil
 }
 
 // complete resolves a batch's futures: offsets from base on success.
@@ -481,6 +500,12 @@ func (s *bucketSender) run() {
 		sb, ok := s.queue.pop()
 		if !ok {
 			return
+		}
+		// Built here, off the writer's lock, while earlier batches are in
+		// flight; the bucket's order is the queue's.
+		if err := sb.build(); err != nil {
+			s.done(sb, 0, err)
+			continue
 		}
 		s.slots <- struct{}{}
 		s.mu.Lock()
