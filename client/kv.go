@@ -125,8 +125,7 @@ func (w *UpsertWriter) check(row record.Row, cols []int) error {
 }
 
 // Flush sends every open batch and waits until all written rows are
-// acknowledged or failed; it returns the first failure since the previous
-// Flush.
+// acknowledged or failed, as AppendWriter.Flush does.
 func (w *UpsertWriter) Flush(ctx context.Context) error { return w.p.flush(ctx) }
 
 // Close stops taking writes, flushes, and stops the writer.

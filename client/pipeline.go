@@ -113,23 +113,26 @@ type pipeline struct {
 	kind      batchKind
 	bucketKey *record.KeyCodec // nil: no bucket key (sticky bucket)
 
-	mem        chan struct{} // a token per KiB of buffer memory: backpressure
-	stop       chan struct{} // closed by close: the linger loop exits
-	lingerDone chan struct{}
-	wg         sync.WaitGroup // the senders
+	mem chan struct{} // a token per KiB of buffer memory: backpressure
+	// wg counts the writer's goroutines: senders and their sends. A
+	// writer with nothing to send has none.
+	wg sync.WaitGroup
 
 	mu struct {
 		sync.Mutex
 		open    map[int32]*pendingBatch // filling, per bucket
 		senders map[int32]*bucketSender
-		sticky  int32 // bucket for tables without a bucket key
+		sticky  int32       // bucket for tables without a bucket key
+		linger  *time.Timer // armed while a batch is open
 		closed  bool
 	}
-	// failed holds the first failure since the last Flush; its own lock,
-	// because batches complete while mu is held.
+	// failed holds the failures since the last Flush, the first
+	// maxFlushErrors of them; its own lock, because batches complete while
+	// mu is held.
 	failed struct {
 		sync.Mutex
-		err error
+		errs []error
+		more int // failures beyond errs
 	}
 	// writer is the idempotent writer id every bucket sender uses (Fluss's
 	// IdempotenceManager: one per writer client, sequences per bucket).
@@ -163,12 +166,37 @@ type sealedBatch struct {
 	settled bool // acknowledged or failed; guarded by its sender's mu
 }
 
-// Future is the outcome of one Append.
+// maxFlushErrors bounds the failures Flush reports one by one; it counts
+// the rest.
+const maxFlushErrors = 100
+
+// ErrPending is what Future.Err returns while the row's outcome is not
+// known yet.
+var ErrPending = errors.New("client: the write is not acknowledged yet")
+
+// Future is the outcome of one Append (or Upsert, or Delete). Wait blocks
+// for it; Done and Err check it without blocking; OnDone has a function
+// called with it. Its methods are safe for concurrent use.
 type Future struct {
 	done   chan struct{}
 	bucket int32
 	offset int64
 	err    error
+	mu     sync.Mutex
+	then   []func(bucket int32, offset int64, err error) // until done
+}
+
+// resolve sets the outcome, closes done and calls the OnDone functions.
+func (f *Future) resolve(offset int64, err error) {
+	f.mu.Lock()
+	f.offset, f.err = offset, err
+	close(f.done)
+	then := f.then
+	f.then = nil
+	f.mu.Unlock()
+	for _, fn := range then {
+		fn(f.bucket, f.offset, f.err)
+	}
 }
 
 // Wait blocks until the row is acknowledged (or failed) or ctx ends, and
@@ -185,8 +213,34 @@ func (f *Future) Wait(ctx context.Context) (bucket int32, offset int64, err erro
 // Done is closed when the outcome is known.
 func (f *Future) Done() <-chan struct{} { return f.done }
 
-// Err returns the outcome's error; call after Done is closed.
-func (f *Future) Err() error { return f.err }
+// Err returns the outcome without blocking: ErrPending while it is not
+// known, then nil once the row is acknowledged or the error it failed
+// with.
+func (f *Future) Err() error {
+	select {
+	case <-f.done:
+		return f.err
+	default:
+		return ErrPending
+	}
+}
+
+// OnDone has fn called once with the outcome (Wait's results): at once, in
+// the caller's goroutine, if it is known, else in the writer's goroutine
+// that completes the row's batch, after the row's Done is closed. fn must
+// not block: the bucket's later batches wait for it. Functions added to one
+// Future are called in the order they were added.
+func (f *Future) OnDone(fn func(bucket int32, offset int64, err error)) {
+	f.mu.Lock()
+	select {
+	case <-f.done:
+		f.mu.Unlock()
+		fn(f.bucket, f.offset, f.err)
+	default:
+		f.then = append(f.then, fn)
+		f.mu.Unlock()
+	}
+}
 
 func defaultWriterConfig() writerConfig {
 	return writerConfig{
@@ -216,12 +270,7 @@ func newPipeline(t *Table, kind batchKind, opts []WriterOption) (*pipeline, erro
 	if cfg.acks != -1 && cfg.acks != 0 && cfg.acks != 1 {
 		return nil, fmt.Errorf("client: acks must be -1, 0 or 1, got %d", cfg.acks)
 	}
-	w := &pipeline{
-		t: t, cfg: cfg, kind: kind,
-		mem:        make(chan struct{}, int(cfg.bufferMemory>>10)),
-		stop:       make(chan struct{}),
-		lingerDone: make(chan struct{}),
-	}
+	w := &pipeline{t: t, cfg: cfg, kind: kind, mem: make(chan struct{}, int(cfg.bufferMemory>>10))}
 	if len(t.desc.BucketKeys) > 0 {
 		var err error
 		if w.bucketKey, err = record.NewKeyCodec(t.schema.Columns, t.desc.BucketKeys); err != nil {
@@ -232,7 +281,6 @@ func newPipeline(t *Table, kind batchKind, opts []WriterOption) (*pipeline, erro
 	w.mu.senders = map[int32]*bucketSender{}
 	w.writer.id = record.NoWriterID
 	w.mu.sticky = int32(rand.IntN(int(max(t.Buckets(), 1))))
-	go w.lingerLoop()
 	return w, nil
 }
 
@@ -241,7 +289,7 @@ func newPipeline(t *Table, kind batchKind, opts []WriterOption) (*pipeline, erro
 // there is room or ctx ends.
 func (w *pipeline) append(ctx context.Context, row record.Row, del bool) *Future {
 	f := &Future{done: make(chan struct{})}
-	fail := func(err error) *Future { f.err = err; close(f.done); return f }
+	fail := func(err error) *Future { f.resolve(0, err); return f }
 	bucket, err := w.bucketOf(row)
 	if err != nil {
 		return fail(err)
@@ -273,6 +321,9 @@ func (w *pipeline) append(ctx context.Context, row record.Row, del bool) *Future
 		}
 		pb = &pendingBatch{bucket: bucket, enc: enc, created: time.Now()}
 		w.mu.open[bucket] = pb
+		if w.mu.linger == nil {
+			w.mu.linger = time.AfterFunc(w.cfg.batchTimeout, w.linger)
+		}
 	}
 	if err := pb.enc.add(row, del); err != nil {
 		w.releaseMem(kb)
@@ -339,14 +390,15 @@ func (w *pipeline) sealLocked(pb *pendingBatch) {
 	if s == nil {
 		s = newBucketSender(w, pb.bucket)
 		w.mu.senders[pb.bucket] = s
-		w.wg.Add(1)
-		go s.run()
 	}
 	s.inflight.Add(1)
 	// Never blocks: the queue is bounded by buffer memory alone, so a slow
 	// bucket holds up only appends that need memory it holds, not the
 	// writer's lock.
-	s.queue.push(sb)
+	if s.queue.push(sb) {
+		w.wg.Add(1)
+		go s.run()
+	}
 }
 
 // build encodes the batch (for a log table: Arrow IPC, compressed), once.
@@ -363,50 +415,48 @@ func (sb *sealedBatch) build() error {
 	return nil
 }
 
-// complete resolves a batch's futures: offsets from base on success.
+// complete resolves a batch's futures: offsets from base on success. A
+// failure (which names the batch's bucket) is kept for Flush.
 func (w *pipeline) complete(sb *sealedBatch, base int64, err error) {
 	if err != nil {
 		w.failed.Lock()
-		if w.failed.err == nil {
-			w.failed.err = err
+		if len(w.failed.errs) < maxFlushErrors {
+			w.failed.errs = append(w.failed.errs, err)
+		} else {
+			w.failed.more++
 		}
 		w.failed.Unlock()
 	}
 	for i, f := range sb.futures {
-		if err != nil {
-			f.err = err
-		} else {
-			f.offset = base + int64(i)
-		}
-		close(f.done)
+		f.resolve(base+int64(i), err)
 	}
 	w.releaseMem(sb.memKB)
 }
 
-// lingerLoop sends batches that waited batchTimeout without filling.
-func (w *pipeline) lingerLoop() {
-	defer close(w.lingerDone)
-	t := time.NewTicker(max(w.cfg.batchTimeout/2, time.Millisecond))
-	defer t.Stop()
-	for {
-		select {
-		case <-w.stop:
-			return
-		case now := <-t.C:
-			w.mu.Lock()
-			for _, pb := range w.mu.open {
-				if now.Sub(pb.created) >= w.cfg.batchTimeout {
-					w.sealLocked(pb)
-				}
-			}
-			w.mu.Unlock()
+// linger runs batchTimeout after the first batch opened since it last ran
+// (a timer, so an idle writer has no goroutine): it sends the batches that
+// waited batchTimeout without filling, and comes back for the others.
+func (w *pipeline) linger() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.mu.linger = nil
+	now := time.Now()
+	next := time.Duration(-1)
+	for _, pb := range w.mu.open {
+		if left := w.cfg.batchTimeout - now.Sub(pb.created); left <= 0 {
+			w.sealLocked(pb)
+		} else if next < 0 || left < next {
+			next = left
 		}
+	}
+	if next >= 0 && !w.mu.closed {
+		w.mu.linger = time.AfterFunc(next, w.linger)
 	}
 }
 
 // flush sends every open batch and waits until all written rows are
-// acknowledged or failed; it returns the first failure since the previous
-// flush (each row's own outcome is in its Future).
+// acknowledged or failed; it returns every failure since the previous
+// flush, joined (each row's own outcome is in its Future).
 func (w *pipeline) flush(ctx context.Context) error {
 	w.mu.Lock()
 	for _, pb := range w.mu.open {
@@ -424,9 +474,12 @@ func (w *pipeline) flush(ctx context.Context) error {
 	}
 	w.failed.Lock()
 	defer w.failed.Unlock()
-	err := w.failed.err
-	w.failed.err = nil
-	return err
+	errs := w.failed.errs
+	if w.failed.more > 0 {
+		errs = append(errs, fmt.Errorf("client: and %d more batches failed", w.failed.more))
+	}
+	w.failed.errs, w.failed.more = nil, 0
+	return errors.Join(errs...)
 }
 
 // close stops taking rows, flushes, and stops the writer once every queued
@@ -439,16 +492,13 @@ func (w *pipeline) close(ctx context.Context) error {
 		return nil
 	}
 	w.mu.closed = true // no row is accepted from here on
-	w.mu.Unlock()
-	close(w.stop)
-	<-w.lingerDone // nothing seals behind flush's back now
-	err := w.flush(ctx)
-	w.mu.Lock()
-	for _, s := range w.mu.senders {
-		s.queue.close() // senders drain what is queued, then exit
+	if w.mu.linger != nil {
+		w.mu.linger.Stop() // flush seals the open batches
+		w.mu.linger = nil
 	}
 	w.mu.Unlock()
-	w.wg.Wait()
+	err := w.flush(ctx)
+	w.wg.Wait() // nothing is queued from here on: the senders end with their batches
 	return err
 }
 
@@ -464,6 +514,7 @@ type bucketSender struct {
 	queue    batchQueue
 	slots    chan struct{} // a token per batch being sent
 	inflight inflightCounter
+	sending  sync.WaitGroup // the batches being sent
 
 	mu struct {
 		sync.Mutex
@@ -487,15 +538,15 @@ func newBucketSender(w *pipeline, bucket int32) *bucketSender {
 	if w.cfg.idempotent {
 		inflight = w.cfg.maxInflight
 	}
-	s := &bucketSender{w: w, bucket: bucket, queue: newBatchQueue(), slots: make(chan struct{}, inflight)}
+	s := &bucketSender{w: w, bucket: bucket, slots: make(chan struct{}, inflight)}
 	s.mu.writerID = record.NoWriterID
 	return s
 }
 
+// run sends the queued batches and returns once the queue is empty (its
+// sends go on in their own goroutines); the next push starts it again.
 func (s *bucketSender) run() {
 	defer s.w.wg.Done()
-	var sending sync.WaitGroup
-	defer sending.Wait()
 	for {
 		sb, ok := s.queue.pop()
 		if !ok {
@@ -523,10 +574,10 @@ func (s *bucketSender) run() {
 			if renew {
 				// The old writer's batches settle first, so the bucket
 				// keeps the order of batches across writers too.
-				sending.Wait()
+				s.sending.Wait()
 				id, err := s.w.writerID(time.Now().Add(s.w.cfg.deliveryTimeout))
 				if err != nil {
-					s.done(sb, 0, err)
+					s.done(sb, 0, fmt.Errorf("client: a batch of %d rows for bucket %d: %w", len(sb.futures), sb.bucket, err))
 					continue
 				}
 				s.mu.Lock()
@@ -539,9 +590,11 @@ func (s *bucketSender) run() {
 			s.mu.Unlock()
 			s.w.kind.stamp(sb.data, writerID, seq) // the same on every attempt
 		}
-		sending.Add(1)
+		s.sending.Add(1)
+		s.w.wg.Add(1)
 		go func() {
-			defer sending.Done()
+			defer s.w.wg.Done()
+			defer s.sending.Done()
 			base, err := s.send(sb, writerID)
 			if err != nil && writerID != record.NoWriterID {
 				s.mu.Lock()
@@ -558,57 +611,39 @@ func (s *bucketSender) run() {
 
 // batchQueue is a bucket's sealed batches waiting for its sender, in
 // order: unbounded (buffer memory bounds it), so that sealing a batch,
-// done under the writer's lock, never waits for a slow bucket.
+// done under the writer's lock, never waits for a slow bucket. The sender's
+// goroutine runs only while the queue has batches.
 type batchQueue struct {
-	mu     sync.Mutex
-	items  []*sealedBatch
-	closed bool
-	ready  chan struct{} // holds a token while items or closed are news to pop
+	mu      sync.Mutex
+	items   []*sealedBatch
+	running bool // a sender's goroutine is popping
 }
 
-func newBatchQueue() batchQueue { return batchQueue{ready: make(chan struct{}, 1)} }
-
-func (q *batchQueue) push(sb *sealedBatch) {
+// push queues sb, and reports whether the caller must start the sender's
+// goroutine (none is running).
+func (q *batchQueue) push(sb *sealedBatch) (start bool) {
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	q.items = append(q.items, sb)
-	q.mu.Unlock()
-	q.signal()
+	start = !q.running
+	q.running = true
+	return start
 }
 
-// close makes pop return false once the queue is empty.
-func (q *batchQueue) close() {
-	q.mu.Lock()
-	q.closed = true
-	q.mu.Unlock()
-	q.signal()
-}
-
-func (q *batchQueue) signal() {
-	select {
-	case q.ready <- struct{}{}:
-	default:
-	}
-}
-
-// pop blocks until a batch is queued, and returns it; false once the queue
-// is closed and empty.
+// pop returns the oldest batch; false when there is none, after which the
+// next push starts a goroutine.
 func (q *batchQueue) pop() (*sealedBatch, bool) {
-	for {
-		q.mu.Lock()
-		if len(q.items) > 0 {
-			sb := q.items[0]
-			q.items[0] = nil
-			q.items = q.items[1:]
-			q.mu.Unlock()
-			return sb, true
-		}
-		closed := q.closed
-		q.mu.Unlock()
-		if closed {
-			return nil, false
-		}
-		<-q.ready
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.items) == 0 {
+		q.running = false
+		q.items = nil
+		return nil, false
 	}
+	sb := q.items[0]
+	q.items[0] = nil
+	q.items = q.items[1:]
+	return sb, true
 }
 
 // done completes a batch, then frees the slots of the batches settled
@@ -728,7 +763,7 @@ func (s *bucketSender) send(sb *sealedBatch, writerID int64) (int64, error) {
 			s.mu.Unlock()
 		}
 		if !again || time.Now().Add(backoff).After(deadline) {
-			return 0, fmt.Errorf("client: write to %s.%s bucket %d (after %d attempts): %w", w.t.info.Database, w.t.info.Table, sb.bucket, attempt+1, err)
+			return 0, fmt.Errorf("client: write of %d rows to %s.%s bucket %d (after %d attempts): %w", len(sb.futures), w.t.info.Database, w.t.info.Table, sb.bucket, attempt+1, err)
 		}
 		// Close waits for this too: a closed writer still delivers what it
 		// accepted, within the delivery timeout.

@@ -81,8 +81,11 @@ func (w *AppendWriter) Append(ctx context.Context, row record.Row) *Future {
 }
 
 // Flush sends every open batch and waits until all appended rows are
-// acknowledged or failed; it returns the first failure since the previous
-// Flush (each row's own outcome is in its Future).
+// acknowledged or failed. It returns every batch's failure since the
+// previous Flush, joined (errors.Join; each names its bucket and rows; past
+// 100 the rest are counted), or ctx's error if it ends first; each row's
+// own outcome is in its Future. Once every row is settled the writer's
+// goroutines end: an idle writer has none.
 func (w *AppendWriter) Flush(ctx context.Context) error { return w.p.flush(ctx) }
 
 // Close stops taking rows, flushes, and stops the writer once every queued
@@ -92,8 +95,8 @@ func (w *AppendWriter) Close(ctx context.Context) error { return w.p.close(ctx) 
 
 // failed is a Future that has failed with err.
 func failed(err error) *Future {
-	f := &Future{done: make(chan struct{}), err: err}
-	close(f.done)
+	f := &Future{done: make(chan struct{})}
+	f.resolve(0, err)
 	return f
 }
 
