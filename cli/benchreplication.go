@@ -1,9 +1,13 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -20,6 +24,10 @@ type replicationSide struct {
 	P50Millis         float64   `json:"p50_ms"`
 	P99Millis         float64   `json:"p99_ms"`
 	Rounds            []float64 `json:"round_seconds"`
+	// NodeCPUPerMB is the CPU time the three nodes took, in milliseconds
+	// per MB sent, over the counted rounds: unlike throughput, hardly
+	// changed by other load on the machine.
+	NodeCPUPerMB float64 `json:"node_cpu_ms_per_mb"`
 }
 
 type replicationResult struct {
@@ -65,6 +73,7 @@ replication factor 3 to 1.`,
 					batches map[int32][][]byte
 					secs    []float64
 					lats    []time.Duration
+					cpu     time.Duration
 				}
 				var sides []*side
 				res := replicationResult{Rows: rows, Buckets: buckets}
@@ -103,8 +112,9 @@ replication factor 3 to 1.`,
 						return 0, nil, err
 					}
 					syscall.Sync()
-					start := time.Now()
+					start, cpu := time.Now(), bc.cpu()
 					lats, err := produceBatches(ctx, s.t, s.batches, -1, inflight)
+					s.cpu += bc.cpu() - cpu
 					return time.Since(start).Seconds(), lats, err
 				}
 				// Round -1 warms up and is not counted; rounds swap which
@@ -122,6 +132,8 @@ replication factor 3 to 1.`,
 						}
 						if r >= 0 {
 							s.secs, s.lats = append(s.secs, secs), append(s.lats, lats...)
+						} else {
+							s.cpu = 0
 						}
 					}
 					if r >= 0 {
@@ -133,7 +145,8 @@ replication factor 3 to 1.`,
 				for _, s := range sides {
 					secs := median(s.secs)
 					res.Sides = append(res.Sides, replicationSide{ReplicationFactor: s.rf, MBPerSec: float64(res.Bytes) / secs / 1e6,
-						RecordsPerSec: float64(rows) / secs, P50Millis: millis(percentile(s.lats, 50)), P99Millis: millis(percentile(s.lats, 99)), Rounds: s.secs})
+						RecordsPerSec: float64(rows) / secs, P50Millis: millis(percentile(s.lats, 50)), P99Millis: millis(percentile(s.lats, 99)), Rounds: s.secs,
+						NodeCPUPerMB: millis(s.cpu) / (float64(res.Bytes) * float64(rounds) / 1e6)})
 				}
 				if g.output == "json" {
 					return json.NewEncoder(g.out).Encode(res)
@@ -141,9 +154,10 @@ replication factor 3 to 1.`,
 				fmt.Fprintf(g.out, "%d rows (%.1f MB as sent) into %d buckets on 3 nodes, acks=-1, %d in flight per bucket, medians of %d rounds:\n",
 					rows, float64(res.Bytes)/1e6, buckets, inflight, rounds)
 				tw := newTable(g.out)
-				tw.row("REPLICATION", "MB/S", "RECORDS/S", "P50 MS", "P99 MS")
+				tw.row("REPLICATION", "MB/S", "RECORDS/S", "P50 MS", "P99 MS", "NODE CPU MS/MB")
 				for _, s := range res.Sides {
-					tw.row(s.ReplicationFactor, fmt.Sprintf("%.1f", s.MBPerSec), fmt.Sprintf("%.0f", s.RecordsPerSec), fmt.Sprintf("%.1f", s.P50Millis), fmt.Sprintf("%.1f", s.P99Millis))
+					tw.row(s.ReplicationFactor, fmt.Sprintf("%.1f", s.MBPerSec), fmt.Sprintf("%.0f", s.RecordsPerSec), fmt.Sprintf("%.1f", s.P50Millis), fmt.Sprintf("%.1f", s.P99Millis),
+						fmt.Sprintf("%.2f", s.NodeCPUPerMB))
 				}
 				if err := tw.flush(); err != nil {
 					return err
@@ -161,4 +175,31 @@ replication factor 3 to 1.`,
 	cmd.Flags().IntVar(&inflight, "inflight", 5, "requests in flight per bucket (1 to 5)")
 	cmd.Flags().IntVar(&buckets, "buckets", 3, "buckets per table")
 	return cmd
+}
+
+// cpu is the CPU time (user and system) the cluster's running nodes have
+// taken so far, from /proc (zero where it cannot be read).
+func (c *benchCluster) cpu() time.Duration {
+	var total time.Duration
+	for _, nd := range c.nodes {
+		if nd.cmd == nil || nd.cmd.Process == nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", nd.cmd.Process.Pid))
+		if err != nil {
+			continue
+		}
+		// After the command's name in parentheses: state, then fields 4 on;
+		// utime and stime are fields 14 and 15, in ticks of 1/100 s
+		// (Linux's USER_HZ).
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		for _, v := range f[11:13] {
+			ticks, _ := strconv.ParseInt(v, 10, 64)
+			total += time.Duration(ticks) * 10 * time.Millisecond
+		}
+	}
+	return total
 }

@@ -43,7 +43,12 @@ func newProduceFastPath(h *tabletHandler, ready func() bool, fallback http.Handl
 // of its body: its Content-Length, or for a body sent in chunks the length
 // the Go client gives in bodyLengthHeader. limitRequests has refused a
 // length over netty.server.max-request-size.
-func (p *produceFastPath) takes(r *http.Request) (int, bool) {
+func (p *produceFastPath) takes(r *http.Request) (int, bool) { return connectUnaryProto(r) }
+
+// connectUnaryProto reports whether r is a call in Connect's unary protocol
+// with an uncompressed binary protobuf body of declared length, and that
+// length.
+func connectUnaryProto(r *http.Request) (int, bool) {
 	if r.Method != http.MethodPost ||
 		r.Header.Get("Content-Type") != "application/proto" ||
 		(r.Header.Get("Content-Encoding") != "" && r.Header.Get("Content-Encoding") != "identity") ||
@@ -82,23 +87,11 @@ func (p *produceFastPath) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // reading and decoding are Connect's own; the handler's (not ready
 // included) are mapped as rpc.ErrorInterceptor maps them.
 func (p *produceFastPath) serve(r *http.Request, n int) (*stromv1.ProduceLogResponse, error) {
-	ctx := r.Context()
-	if t := r.Header.Get("Connect-Timeout-Ms"); t != "" {
-		// As connect-go parses it, errors included.
-		if len(t) > 10 {
-			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("parse timeout: %q has >10 digits", t))
-		}
-		ms, err := strconv.ParseInt(t, 10, 64)
-		if err != nil {
-			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("parse timeout: %w", err))
-		}
-		if ms < 0 {
-			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("parse timeout: %q is negative", t))
-		}
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(ms)*time.Millisecond)
-		defer cancel()
+	ctx, cancel, err := connectTimeout(r)
+	if err != nil {
+		return nil, err
 	}
+	defer cancel()
 	body, err := readBody(r.Body, n)
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("read request body of %d bytes: %w", n, err))
@@ -122,6 +115,27 @@ func (p *produceFastPath) serve(r *http.Request, n int) (*stromv1.ProduceLogResp
 		err = rpc.Error(err)
 	}
 	return resp, err
+}
+
+// connectTimeout is r's context bounded by its Connect-Timeout-Ms header,
+// which is refused as connect-go refuses it.
+func connectTimeout(r *http.Request) (context.Context, context.CancelFunc, error) {
+	t := r.Header.Get("Connect-Timeout-Ms")
+	if t == "" {
+		return r.Context(), func() {}, nil
+	}
+	if len(t) > 10 {
+		return nil, nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("parse timeout: %q has >10 digits", t))
+	}
+	ms, err := strconv.ParseInt(t, 10, 64)
+	if err != nil {
+		return nil, nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("parse timeout: %w", err))
+	}
+	if ms < 0 {
+		return nil, nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("parse timeout: %q is negative", t))
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), time.Duration(ms)*time.Millisecond)
+	return ctx, cancel, nil
 }
 
 // minBodyGrant is the smallest step in which readBody takes memory: the

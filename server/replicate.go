@@ -38,7 +38,18 @@ func (s *Server) signedOnly(h http.Handler) http.Handler {
 type replicaHandler struct{ s *Server }
 
 func (h *replicaHandler) FetchReplica(ctx context.Context, req *connect.Request[stromv1.FetchReplicaRequest]) (*connect.Response[stromv1.FetchReplicaResponse], error) {
-	m := req.Msg
+	resp := &stromv1.FetchReplicaResponse{}
+	for _, res := range h.fetch(ctx, req.Msg) {
+		out := resultMessage(res)
+		out.Records = res.Batches
+		resp.Buckets = append(resp.Buckets, out)
+	}
+	return connect.NewResponse(resp), nil
+}
+
+// fetch serves a follower's fetch (replica.Manager.FetchAsLeader); the long
+// poll ends when the node stops, so the API drains promptly.
+func (h *replicaHandler) fetch(ctx context.Context, m *stromv1.FetchReplicaRequest) []replica.BucketFetchResult {
 	fr := replica.FetchRequest{Follower: m.FollowerId, MaxWait: time.Duration(m.MaxWaitMs) * time.Millisecond, MaxBytes: int(m.MaxBytes)}
 	for _, b := range m.Buckets {
 		fr.Buckets = append(fr.Buckets, replica.BucketFetch{
@@ -46,7 +57,6 @@ func (h *replicaHandler) FetchReplica(ctx context.Context, req *connect.Request[
 			FetchOffset: b.FetchOffset, HighWatermark: b.HighWatermark, MaxBytes: int(b.MaxBytes),
 		})
 	}
-	// The long poll ends when the node stops, so the API drains promptly.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -56,18 +66,7 @@ func (h *replicaHandler) FetchReplica(ctx context.Context, req *connect.Request[
 		case <-ctx.Done():
 		}
 	}()
-	resp := &stromv1.FetchReplicaResponse{}
-	for _, res := range h.s.replicas.FetchAsLeader(ctx, fr) {
-		out := &stromv1.FetchReplicaBucketResult{
-			TableId: res.TB.TableID, Bucket: res.TB.Bucket, Records: res.Batches,
-			HighWatermark: res.HighWatermark, LogStartOffset: res.LogStartOffset, LogEndOffset: res.LogEndOffset,
-		}
-		if res.Err != nil {
-			out.Error = rpc.Detail(res.Err)
-		}
-		resp.Buckets = append(resp.Buckets, out)
-	}
-	return connect.NewResponse(resp), nil
+	return h.s.replicas.FetchAsLeader(ctx, fr)
 }
 
 func (h *replicaHandler) OffsetForLeaderEpoch(ctx context.Context, req *connect.Request[stromv1.OffsetForLeaderEpochRequest]) (*connect.Response[stromv1.OffsetForLeaderEpochResponse], error) {
@@ -143,10 +142,12 @@ func (p *replicaPeers) client(node int32) (stromv1connect.ReplicaServiceClient, 
 	return c, nil
 }
 
+// FetchReplica calls the leader's FetchReplica (fetchReplica: its batches
+// are read once, and not copied again).
 func (p *replicaPeers) FetchReplica(ctx context.Context, leader int32, req replica.FetchRequest) ([]replica.BucketFetchResult, error) {
-	c, err := p.client(leader)
-	if err != nil {
-		return nil, err
+	addr := p.s.apiAddrOf(strconv.Itoa(int(leader)))
+	if addr == "" {
+		return nil, fmt.Errorf("node %d: no API address known", leader)
 	}
 	m := &stromv1.FetchReplicaRequest{FollowerId: req.Follower, MaxWaitMs: int32(req.MaxWait.Milliseconds()), MaxBytes: int32(req.MaxBytes)}
 	for _, b := range req.Buckets {
@@ -155,18 +156,10 @@ func (p *replicaPeers) FetchReplica(ctx context.Context, leader int32, req repli
 			FetchOffset: b.FetchOffset, HighWatermark: b.HighWatermark, MaxBytes: int32(b.MaxBytes),
 		})
 	}
-	resp, err := c.FetchReplica(ctx, connect.NewRequest(m))
-	if err != nil {
-		return nil, rpc.RemoteErrorOf(err)
-	}
-	out := make([]replica.BucketFetchResult, 0, len(resp.Msg.Buckets))
-	for _, b := range resp.Msg.Buckets {
-		out = append(out, replica.BucketFetchResult{
-			TB: replica.TableBucket{TableID: b.TableId, Bucket: b.Bucket}, Err: rpc.ErrorOf(b.Error), Batches: b.Records,
-			HighWatermark: b.HighWatermark, LogStartOffset: b.LogStartOffset, LogEndOffset: b.LogEndOffset,
-		})
-	}
-	return out, nil
+	// The first batch of a bucket is returned whole, whatever the budget: a
+	// produced batch (bounded by the request size) or the changelog of an
+	// upserted one (-U and +U of each row: twice that).
+	return fetchReplica(ctx, p.http, addr, m, int64(req.MaxBytes)+2*p.s.cfg.MaxRequestBytes+fetchResponseSlack)
 }
 
 func (p *replicaPeers) OffsetForLeaderEpoch(ctx context.Context, leader int32, tb replica.TableBucket, currentEpoch, epoch int32) (int32, int64, error) {

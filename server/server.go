@@ -616,8 +616,10 @@ func (s *Server) handler() http.Handler {
 	mux.Handle(tabletPath, tablet)
 	mux.Handle(produceLogPath, newProduceFastPath(th, s.ready.Load, tablet))
 	// Node-to-node replication, signed with the cluster secret.
-	replicaPath, replicaService := stromv1connect.NewReplicaServiceHandler(&replicaHandler{s: s}, opts...)
+	rh := &replicaHandler{s: s}
+	replicaPath, replicaService := stromv1connect.NewReplicaServiceHandler(rh, opts...)
 	mux.Handle(replicaPath, s.signedOnly(replicaService))
+	mux.Handle(fetchReplicaPath, s.signedOnly(newFetchFastPath(rh, s.ready.Load, replicaService)))
 	coordPath, coordService := stromv1connect.NewCoordinatorInternalServiceHandler(&coordinatorInternalHandler{s: s}, opts...)
 	mux.Handle(coordPath, s.signedOnly(coordService))
 
