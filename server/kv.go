@@ -109,6 +109,9 @@ func (h *tabletHandler) PutKv(ctx context.Context, req *connect.Request[stromv1.
 		if err != nil {
 			return log.AppendInfo{}, fmt.Errorf("bucket %d: %w", pb.Bucket, err)
 		}
+		if !info.Duplicate {
+			h.s.countIn(r, int(b.RecordCount()), len(b))
+		}
 		return info, nil
 	})}
 	return connect.NewResponse(resp), nil

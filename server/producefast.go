@@ -66,7 +66,9 @@ func (p *produceFastPath) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.served.Add(1)
+	start := time.Now()
 	resp, err := p.serve(r, n)
+	p.h.s.metrics.rpc.Observe(produceLogPath, err, time.Since(start))
 	if err != nil {
 		_ = p.errors.Write(w, r, err)
 		return

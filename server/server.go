@@ -25,6 +25,7 @@ import (
 	"connectrpc.com/grpcreflect"
 	"github.com/cockroachdb/pebble/v2"
 
+	"strom/internal/buildinfo"
 	"strom/internal/netlimit"
 	"strom/raftmeta"
 	"strom/raftmeta/catalog"
@@ -41,8 +42,9 @@ import (
 // kvCacheBytes is the size of the block cache the node's KV tablets share.
 const kvCacheBytes = 64 << 20
 
-// Version is the Strom version a node reports.
-var Version = "0.1.0-dev"
+// Version is the Strom version a node reports (buildinfo.Version: set at
+// link time, else the build's own).
+var Version = buildinfo.Version()
 
 // maxSinglePut is S3's largest PutObject (5 GiB): the tiering store sends
 // every segment in one.
@@ -97,6 +99,9 @@ type Server struct {
 	stopping chan struct{}
 	// longPolls counts the fetches waiting for data.
 	longPolls atomic.Int64
+	// metrics is what /metrics reports beyond the state read at scrape
+	// time (metrics.go).
+	metrics *nodeMetrics
 
 	stopOnce sync.Once
 	stopErr  error
@@ -122,7 +127,7 @@ func Start(ctx context.Context, cfg Config, lg *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, lg: lg.With("node", cfg.NodeID), stopping: make(chan struct{})}
+	s := &Server{cfg: cfg, lg: lg.With("node", cfg.NodeID), stopping: make(chan struct{}), metrics: newNodeMetrics()}
 	s.scanners.ttl = cfg.ScannerTTL
 	s.scanners.maxPerBucket, s.scanners.maxPerServer = cfg.ScannerMaxPerBucket, cfg.ScannerMaxPerServer
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -188,6 +193,7 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 		return fmt.Errorf("open metadata replica: %w", err)
 	}
 	s.cat = catalog.New(s.meta)
+	s.watchLeaderChanges()
 	if err := s.startMembership(secret); err != nil {
 		return err
 	}
@@ -593,8 +599,10 @@ func Run(ctx context.Context, cfg Config, lg *slog.Logger) error {
 // connectOptions are the options of every Connect handler of the API.
 func (s *Server) connectOptions() []connect.HandlerOption {
 	return []connect.HandlerOption{
-		// The error interceptor is outermost so it maps ErrNotReady too.
-		connect.WithInterceptors(rpc.ErrorInterceptor(), rpc.ReadyInterceptor(s.ready.Load)),
+		// The error interceptor is outside the readiness check so it maps
+		// ErrNotReady too; the metrics one outermost, to count the code the
+		// client gets.
+		connect.WithInterceptors(s.metrics.rpc.Interceptor(), rpc.ErrorInterceptor(), rpc.ReadyInterceptor(s.ready.Load)),
 		// A message larger than this is refused before it is read (a body
 		// of declared length is refused earlier, by limitRequests).
 		connect.WithReadMaxBytes(int(s.cfg.MaxRequestBytes)),
@@ -635,6 +643,7 @@ func (s *Server) handler() http.Handler {
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	mux.Handle(raftmeta.ForwardPath, s.meta.ForwardHandler())
+	mux.Handle("GET /metrics", s.metricsHandler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok\n")
 	})

@@ -213,7 +213,11 @@ func (h *tabletHandler) produceBucket(ctx context.Context, t catalog.Table, pb *
 			return log.AppendInfo{}, fmt.Errorf("bucket %d batch %d: %w", pb.Bucket, i, err)
 		}
 	}
-	return r.Append(ctx, pb.Records, acks)
+	info, err := r.Append(ctx, pb.Records, acks)
+	if err == nil && !info.Duplicate {
+		h.s.countIn(r, int(info.LastOffset-info.FirstOffset+1), len(pb.Records))
+	}
+	return info, err
 }
 
 // encodeRows turns JSON rows into one Arrow batch per bucket. Rows of a
@@ -391,7 +395,8 @@ func (h *tabletHandler) fetchBucket(t catalog.Table, fb *stromv1.FetchBucket, co
 		return res, 0, nil
 	}
 	var out []byte
-	n := 0
+	n, served := 0, 0 // bytes and rows
+	defer func() { h.s.countOut(r, served, n) }()
 	for data := rr.Batches; len(data) > 0; {
 		var b record.Batch
 		if b, data, err = record.NextBatch(data); err != nil {
@@ -419,6 +424,7 @@ func (h *tabletHandler) fetchBucket(t catalog.Table, fb *stromv1.FetchBucket, co
 		}
 		res.Rows = append(res.Rows, rows...)
 		res.NextOffset = b.NextOffset()
+		served += int(b.RecordCount())
 		if asJSON {
 			n += b.Size()
 		} else {

@@ -369,6 +369,9 @@ func (m *Manager) Replica(tb TableBucket) (*Replica, error) {
 	return r, nil
 }
 
+// Replicas returns the replicas the node hosts now, in no order.
+func (m *Manager) Replicas() []*Replica { return m.replicas() }
+
 func (m *Manager) replicas() []*Replica {
 	m.mu.RLock()
 	defer m.mu.RUnlock()

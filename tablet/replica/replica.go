@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"strom/metrics"
 	"strom/raftmeta/catalog"
 	"strom/record"
 	"strom/tablet/kv"
@@ -142,6 +143,9 @@ type Replica struct {
 	// changed is the manager's: notified whenever the replica appends, its
 	// high watermark moves or its role changes, for long-polling fetches.
 	changed *broadcast
+	// traffic counts the client rows and bytes the API writes to and reads
+	// from the replica, for /metrics.
+	traffic metrics.Traffic
 }
 
 // gapWait bounds how long a batch that arrived ahead of its writer's
@@ -160,6 +164,11 @@ func newReplica(tb TableBucket, nodeID int32, lt *log.Tablet, kt *kv.Tablet, lg 
 
 // TableBucket returns the bucket the replica holds.
 func (r *Replica) TableBucket() TableBucket { return r.tb }
+
+// Traffic returns the replica's client traffic counters, which the API
+// updates (it knows what it appended and served) and /metrics reads. They
+// go with the replica when the bucket is dropped or moves.
+func (r *Replica) Traffic() *metrics.Traffic { return &r.traffic }
 
 // Log returns the replica's log tablet.
 func (r *Replica) Log() *log.Tablet { return r.log }
