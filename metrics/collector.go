@@ -41,6 +41,13 @@ func kvOnly(b *Bucket, v func(*KV) float64) (float64, bool) {
 	return v(b.KV), true
 }
 
+func snapshotOnly(b *Bucket, v func(*KVSnapshot) float64) (float64, bool) {
+	if b.KV == nil || b.KV.Snapshot == nil {
+		return 0, false
+	}
+	return v(b.KV.Snapshot), true
+}
+
 func coordinatorOnly(s *Snapshot, v func(*Coordinator) int) (float64, bool) {
 	if s.Coordinator == nil {
 		return 0, false
@@ -188,6 +195,18 @@ var bucketMetrics = []bucketMetric{
 	bucket("strom_kv_flushed_offset", "The log offset below which every change of the bucket is in Pebble.", gauge,
 		func(b *Bucket) (float64, bool) {
 			return kvOnly(b, func(k *KV) float64 { return float64(k.FlushedOffset) })
+		}),
+	bucket("strom_kv_snapshot_age_seconds", "Seconds since the bucket's newest KV snapshot in remote storage was taken (kv.snapshot.interval); reported by the leader while one exists.", gauge,
+		func(b *Bucket) (float64, bool) {
+			return snapshotOnly(b, func(s *KVSnapshot) float64 { return s.AgeSeconds })
+		}),
+	bucket("strom_kv_snapshot_size_bytes", "Bytes of the files of the bucket's newest KV snapshot; reported by the leader while one exists.", gauge,
+		func(b *Bucket) (float64, bool) {
+			return snapshotOnly(b, func(s *KVSnapshot) float64 { return float64(s.Bytes) })
+		}),
+	bucket("strom_kv_snapshot_log_offset", "The changelog offset below which the bucket's newest KV snapshot holds every change; reported by the leader while one exists.", gauge,
+		func(b *Bucket) (float64, bool) {
+			return snapshotOnly(b, func(s *KVSnapshot) float64 { return float64(s.LogOffset) })
 		}),
 }
 

@@ -15,7 +15,7 @@ import (
 var every = Snapshot{
 	Raft:        Raft{State: "Leader", Term: 2},
 	Coordinator: &Coordinator{TabletServers: 1},
-	Buckets:     []Bucket{{Table: "db.t", Leader: true, FollowerLag: map[int32]int64{2: 1}, RemoteLogLag: 3, KV: &KV{}}},
+	Buckets:     []Bucket{{Table: "db.t", Leader: true, FollowerLag: map[int32]int64{2: 1}, RemoteLogLag: 3, KV: &KV{Snapshot: &KVSnapshot{}}}},
 }
 
 // metricNames is every series name a node's registry serves (a

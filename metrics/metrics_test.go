@@ -83,7 +83,8 @@ func TestCollectorFollowsTheSnapshot(t *testing.T) {
 	snap := Snapshot{Buckets: []Bucket{
 		{Table: "db.t", Bucket: 0, Leader: true, LogEndOffset: 7, ISR: 1, Replicas: 3, MinISR: 2, RemoteLogLag: -1,
 			FollowerLag: map[int32]int64{2: 5}},
-		{Table: "db.t", Bucket: 1, LogEndOffset: 3, RemoteLogLag: -1, KV: &KV{SizeBytes: 100}},
+		{Table: "db.t", Bucket: 1, LogEndOffset: 3, RemoteLogLag: -1, KV: &KV{SizeBytes: 100, Snapshot: &KVSnapshot{AgeSeconds: 5}}},
+		{Table: "db.k", Bucket: 0, RemoteLogLag: -1, KV: &KV{}},
 	}}
 	c := NewCollector(func() Snapshot { return snap })
 	fams := gather(t, c)
@@ -91,12 +92,13 @@ func TestCollectorFollowsTheSnapshot(t *testing.T) {
 		name   string
 		series int
 	}{
-		{"strom_tablet_log_end_offset", 2},
+		{"strom_tablet_log_end_offset", 3},
 		{"strom_tablet_in_sync_replicas", 1}, // the leader's only
 		{"strom_tablet_under_replicated", 1},
 		{"strom_tablet_under_min_isr", 1},
 		{"strom_tablet_follower_lag", 1},
-		{"strom_kv_size_bytes", 1},
+		{"strom_kv_size_bytes", 2},
+		{"strom_kv_snapshot_age_seconds", 1},
 		{"strom_tablet_remote_log_lag", 0},
 		{"strom_coordinator_buckets", 0}, // not the coordinator
 	} {
@@ -109,8 +111,8 @@ func TestCollectorFollowsTheSnapshot(t *testing.T) {
 	}
 	snap.Buckets = snap.Buckets[1:]
 	fams = gather(t, c)
-	if got := len(fams["strom_tablet_log_end_offset"].GetMetric()); got != 1 {
-		t.Errorf("after bucket 0 went: %d series of log end, want 1", got)
+	if got := len(fams["strom_tablet_log_end_offset"].GetMetric()); got != 2 {
+		t.Errorf("after bucket 0 went: %d series of log end, want 2", got)
 	}
 	if _, ok := fams["strom_tablet_follower_lag"]; ok {
 		t.Error("bucket 0's follower lag outlived it")

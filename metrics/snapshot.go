@@ -77,4 +77,16 @@ type KV struct {
 	// which every change is in Pebble.
 	BufferedBytes, BufferedEntries int
 	FlushedOffset                  int64
+	// Snapshot is, on the leader, the newest KV snapshot in remote storage;
+	// nil when there is none (or on a follower).
+	Snapshot *KVSnapshot
+}
+
+// KVSnapshot is a bucket's newest KV snapshot.
+type KVSnapshot struct {
+	// AgeSeconds is how long ago it was taken.
+	AgeSeconds float64
+	// Bytes is the size of its files; LogOffset the changelog offset it
+	// holds every change below.
+	Bytes, LogOffset int64
 }

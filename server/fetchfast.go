@@ -61,7 +61,9 @@ func (p *fetchFastPath) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.served.Add(1)
+	start := time.Now()
 	results, err := p.serve(r)
+	p.h.s.metrics.rpc.Observe(fetchReplicaPath, err, time.Since(start))
 	if err != nil {
 		_ = p.errors.Write(w, r, err)
 		return

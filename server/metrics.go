@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -166,6 +167,13 @@ func (s *Server) bucketMetrics(r *replica.Replica, byID map[int64]catalog.Table)
 			k.SizeBytes, k.MemtableBytes = pm.DiskSpaceUsage(), pm.MemTable.Size
 			k.L0Files, k.L0Sublevels = pm.Levels[0].TablesCount, int64(pm.Levels[0].Sublevels)
 			k.Compactions, k.Flushes = pm.Compact.Count, pm.Flush.Count
+		}
+		if b.Leader {
+			if snaps, err := s.cat.KvSnapshots(tb.TableID, tb.Bucket); err == nil {
+				if l, ok := snaps.Latest(); ok {
+					k.Snapshot = &metrics.KVSnapshot{AgeSeconds: time.Since(time.UnixMilli(l.CreatedAt)).Seconds(), Bytes: l.Size(), LogOffset: l.LogOffset}
+				}
+			}
 		}
 		b.KV = k
 	}

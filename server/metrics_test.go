@@ -1,10 +1,13 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,10 +15,12 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"google.golang.org/protobuf/proto"
 
 	"strom/client"
 	"strom/record"
 	stromv1 "strom/rpc/gen/strom/v1"
+	"strom/rpc/gen/strom/v1/stromv1connect"
 )
 
 // scrape reads s's /metrics over HTTP, as Prometheus does.
@@ -228,5 +233,91 @@ func TestMetricsCountWhatWasWrittenAndRead(t *testing.T) {
 	}
 	if got := mustValue(t, fams, "strom_tabletserver_messages_in_total"); got != n {
 		t.Errorf("node rows in after the drop: %v, want %d", got, n)
+	}
+}
+
+// The calls the fast paths serve, outside Connect and so outside its
+// interceptors, are counted as Connect's would be.
+func TestFastPathsAreCounted(t *testing.T) {
+	s := startServer(t, testConfig(t, t.TempDir()))
+	const ddl = "id BIGINT NOT NULL"
+	info := createTable(t, s, "demo", "f", ddl, 1)
+	waitReplicas(t, s, info)
+	batch := buildBatch(t, schemaOf(t, ddl), info.SchemaId, record.Row{int64(1)})
+	th, rh := &tabletHandler{s: s}, &replicaHandler{s: s}
+	_, tablet := stromv1connect.NewTabletServiceHandler(th, s.connectOptions()...)
+	_, replicas := stromv1connect.NewReplicaServiceHandler(rh, s.connectOptions()...)
+	for _, tc := range []struct {
+		path string
+		h    http.Handler
+		msg  proto.Message
+	}{
+		{produceLogPath, newProduceFastPath(th, s.ready.Load, tablet), &stromv1.ProduceLogRequest{Database: "demo", Table: "f",
+			Buckets: []*stromv1.ProduceBucket{{Bucket: 0, Records: batch}}}},
+		{fetchReplicaPath, newFetchFastPath(rh, s.ready.Load, replicas), &stromv1.FetchReplicaRequest{FollowerId: 2, MaxWaitMs: 1,
+			Buckets: []*stromv1.FetchReplicaBucket{{TableId: 99, MaxBytes: 1 << 20}}}},
+	} {
+		body, err := proto.Marshal(tc.msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := httptest.NewRequest(http.MethodPost, tc.path, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/proto")
+		rec := httptest.NewRecorder()
+		tc.h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			t.Fatalf("%s: %d %s", tc.path, rec.Code, rec.Body)
+		}
+		fams := scrape(t, s)
+		if v, _ := value(fams, "strom_rpc_requests_total", "procedure", tc.path, "code", "ok"); v != 1 {
+			t.Errorf("%s counted %v times, want 1", tc.path, v)
+		}
+		if v, _ := value(fams, "strom_rpc_request_duration_seconds", "procedure", tc.path); v != 1 {
+			t.Errorf("%s timed %v times, want 1", tc.path, v)
+		}
+	}
+}
+
+// A primary-key bucket's leader reports its newest KV snapshot: none
+// before the first, then its size and offset as the metadata records them.
+func TestMetricsShowTheKVSnapshot(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.RemoteDataDir = "file://" + t.TempDir()
+	cfg.RemoteLogTaskInterval = 0
+	cfg.KvSnapshotInterval = time.Hour // the test takes the snapshot
+	s := startServer(t, cfg)
+	info := createTable(t, s, "demo", "kv", "k BIGINT, v STRING", 1, "k")
+	waitReplicas(t, s, info)
+	if code, resp := postJSON(t, s, "PutKv", `{"database":"demo","table":"kv","rows":[{"k":1,"v":"a"},{"k":2,"v":"b"}]}`); code != 200 || strings.Contains(resp, `"error"`) {
+		t.Fatalf("PutKv: %d %s", code, resp)
+	}
+	lb := []string{"table", "demo.kv", "bucket", "0"}
+	fams := scrape(t, s)
+	if v := mustValue(t, fams, "strom_tablet_messages_in_total", lb...); v != 2 {
+		t.Errorf("KV records in: %v, want 2", v)
+	}
+	if _, ok := value(fams, "strom_kv_snapshot_age_seconds", lb...); ok {
+		t.Fatal("a snapshot age before any snapshot")
+	}
+	mustValue(t, fams, "strom_kv_size_bytes", lb...)
+
+	s.replicas.SnapshotOnce(t.Context(), time.Now())
+	snaps, err := s.cat.KvSnapshots(info.TableId, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest, ok := snaps.Latest()
+	if !ok {
+		t.Fatal("no snapshot taken")
+	}
+	fams = scrape(t, s)
+	if v := mustValue(t, fams, "strom_kv_snapshot_log_offset", lb...); v != float64(latest.LogOffset) || v < 2 {
+		t.Errorf("snapshot log offset %v, want %d (at least 2)", v, latest.LogOffset)
+	}
+	if v := mustValue(t, fams, "strom_kv_snapshot_size_bytes", lb...); v != float64(latest.Size()) || v == 0 {
+		t.Errorf("snapshot size %v, want %d", v, latest.Size())
+	}
+	if v := mustValue(t, fams, "strom_kv_snapshot_age_seconds", lb...); v < 0 {
+		t.Errorf("snapshot age %v", v)
 	}
 }
