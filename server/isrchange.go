@@ -3,8 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"sync"
 
 	"connectrpc.com/connect"
 
@@ -50,15 +48,12 @@ func (h *coordinatorInternalHandler) CommitRemoteLogManifest(ctx context.Context
 // is in office, else a call signed with the cluster secret to the
 // coordinator's node (/strom/coordinators/active). Safe for concurrent use.
 type isrChanger struct {
-	s    *Server
-	http *http.Client
-
-	mu      sync.Mutex
-	clients map[string]stromv1connect.CoordinatorInternalServiceClient // by address
+	s       *Server
+	clients *peerClients[stromv1connect.CoordinatorInternalServiceClient]
 }
 
 func newISRChanger(s *Server) *isrChanger {
-	return &isrChanger{s: s, http: s.signedClient(4), clients: map[string]stromv1connect.CoordinatorInternalServiceClient{}}
+	return &isrChanger{s: s, clients: newPeerClients(s.signedClient(4), stromv1connect.NewCoordinatorInternalServiceClient)}
 }
 
 func (c *isrChanger) AdjustISR(ctx context.Context, ch replica.ISRChange) error {
@@ -103,14 +98,7 @@ func (c *isrChanger) call(fn func(stromv1connect.CoordinatorInternalServiceClien
 	if addr == "" {
 		return fmt.Errorf("%w (no coordinator is known)", coordinator.ErrNotCoordinator)
 	}
-	c.mu.Lock()
-	client, ok := c.clients[addr]
-	if !ok {
-		client = stromv1connect.NewCoordinatorInternalServiceClient(c.http, "http://"+addr, connect.WithCodec(rpc.Codec{}))
-		c.clients[addr] = client
-	}
-	c.mu.Unlock()
-	if err := fn(client); err != nil {
+	if err := fn(c.clients.at(addr)); err != nil {
 		return fmt.Errorf("coordinator node %s at %s: %w", id, addr, rpc.RemoteErrorOf(err))
 	}
 	return nil

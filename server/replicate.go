@@ -104,15 +104,40 @@ func (t *signingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // replicaPeers is replica.Peer over ReplicaService: it calls other nodes
 // at the API address their registration (or the gossip) gives.
 type replicaPeers struct {
-	s    *Server
-	http *http.Client
-
-	mu      sync.Mutex
-	clients map[string]stromv1connect.ReplicaServiceClient // by address
+	s       *Server
+	http    *http.Client
+	clients *peerClients[stromv1connect.ReplicaServiceClient]
 }
 
 func newReplicaPeers(s *Server) *replicaPeers {
-	return &replicaPeers{s: s, http: s.signedClient(16), clients: map[string]stromv1connect.ReplicaServiceClient{}}
+	hc := s.signedClient(16)
+	return &replicaPeers{s: s, http: hc, clients: newPeerClients(hc, stromv1connect.NewReplicaServiceClient)}
+}
+
+// peerClients keeps a Connect client of one service per node address, for
+// node-to-node calls. Safe for concurrent use.
+type peerClients[C any] struct {
+	http      *http.Client
+	newClient func(connect.HTTPClient, string, ...connect.ClientOption) C
+
+	mu      sync.Mutex
+	clients map[string]C // by address
+}
+
+func newPeerClients[C any](hc *http.Client, newClient func(connect.HTTPClient, string, ...connect.ClientOption) C) *peerClients[C] {
+	return &peerClients[C]{http: hc, newClient: newClient, clients: map[string]C{}}
+}
+
+// at is the client of the node at addr.
+func (p *peerClients[C]) at(addr string) C {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c, ok := p.clients[addr]
+	if !ok {
+		c = p.newClient(p.http, "http://"+addr, connect.WithCodec(rpc.Codec{}))
+		p.clients[addr] = c
+	}
+	return c
 }
 
 // signedClient is an HTTP client for node-to-node calls: it dials from
@@ -127,27 +152,21 @@ func (s *Server) signedClient(maxIdle int) *http.Client {
 	return &http.Client{Transport: &signingTransport{next: t, secret: s.secret, from: strconv.Itoa(int(s.cfg.NodeID))}}
 }
 
-func (p *replicaPeers) client(node int32) (stromv1connect.ReplicaServiceClient, error) {
+// addr is node's API address.
+func (p *replicaPeers) addr(node int32) (string, error) {
 	addr := p.s.apiAddrOf(strconv.Itoa(int(node)))
 	if addr == "" {
-		return nil, fmt.Errorf("node %d: no API address known", node)
+		return "", fmt.Errorf("node %d: no API address known", node)
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	c, ok := p.clients[addr]
-	if !ok {
-		c = stromv1connect.NewReplicaServiceClient(p.http, "http://"+addr, connect.WithCodec(rpc.Codec{}))
-		p.clients[addr] = c
-	}
-	return c, nil
+	return addr, nil
 }
 
 // FetchReplica calls the leader's FetchReplica (fetchReplica: its batches
 // are read once, and not copied again).
 func (p *replicaPeers) FetchReplica(ctx context.Context, leader int32, req replica.FetchRequest) ([]replica.BucketFetchResult, error) {
-	addr := p.s.apiAddrOf(strconv.Itoa(int(leader)))
-	if addr == "" {
-		return nil, fmt.Errorf("node %d: no API address known", leader)
+	addr, err := p.addr(leader)
+	if err != nil {
+		return nil, err
 	}
 	m := &stromv1.FetchReplicaRequest{FollowerId: req.Follower, MaxWaitMs: int32(req.MaxWait.Milliseconds()), MaxBytes: int32(req.MaxBytes)}
 	for _, b := range req.Buckets {
@@ -163,11 +182,11 @@ func (p *replicaPeers) FetchReplica(ctx context.Context, leader int32, req repli
 }
 
 func (p *replicaPeers) OffsetForLeaderEpoch(ctx context.Context, leader int32, tb replica.TableBucket, currentEpoch, epoch int32) (int32, int64, error) {
-	c, err := p.client(leader)
+	addr, err := p.addr(leader)
 	if err != nil {
 		return 0, 0, err
 	}
-	resp, err := c.OffsetForLeaderEpoch(ctx, connect.NewRequest(&stromv1.OffsetForLeaderEpochRequest{
+	resp, err := p.clients.at(addr).OffsetForLeaderEpoch(ctx, connect.NewRequest(&stromv1.OffsetForLeaderEpochRequest{
 		FollowerId: p.s.cfg.NodeID, TableId: tb.TableID, Bucket: tb.Bucket, CurrentLeaderEpoch: currentEpoch, LeaderEpoch: epoch,
 	}))
 	if err != nil {
