@@ -6,6 +6,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -191,7 +192,7 @@ func newTableDescribeCmd(g *globals) *cobra.Command {
 					return nil
 				}
 				fmt.Fprintln(g.out)
-				return printBucketStates(g.out, cmd.ErrOrStderr(), info.Buckets, states)
+				return printBucketStates(g.out, cmd.ErrOrStderr(), info.Buckets, states, time.Now())
 			})
 		},
 	}
@@ -243,9 +244,13 @@ func ints(v []int32) string {
 // and ISR as the metadata has them, then, as its leader reported them
 // (states), its high watermark and each replica's log end and lag
 // ("node:value", in replica order; "?" for a follower that has not
-// fetched from this leader yet). A bucket whose leader did not answer
-// shows "unknown" there, and why on errOut.
-func printBucketStates(out, errOut io.Writer, buckets []*stromv1.BucketAssignment, states []*stromv1.BucketState) error {
+// fetched from this leader yet). The lag of a follower out of the ISR is
+// the one its last fetch left, which stays as it was when the follower is
+// dead (0 if it died caught up): it is marked with how long ago the
+// follower was last caught up, as of now ("3:0(out of ISR, caught up 42s
+// ago)"). A bucket whose leader did not answer shows "unknown" there, and
+// why on errOut.
+func printBucketStates(out, errOut io.Writer, buckets []*stromv1.BucketAssignment, states []*stromv1.BucketState, now time.Time) error {
 	t := newTable(out)
 	t.row("BUCKET", "LEADER", "EPOCH", "REPLICAS", "ISR", "HIGH WATERMARK", "LOG END", "LAG")
 	var notes []string
@@ -255,7 +260,7 @@ func printBucketStates(out, errOut io.Writer, buckets []*stromv1.BucketAssignmen
 			var e, l []string
 			for _, r := range st.Replicas {
 				e = append(e, fmt.Sprintf("%d:%s", r.Node, offsetOrUnknown(r.LogEndOffset)))
-				l = append(l, fmt.Sprintf("%d:%s", r.Node, offsetOrUnknown(r.Lag)))
+				l = append(l, fmt.Sprintf("%d:%s%s", r.Node, offsetOrUnknown(r.Lag), outOfISR(r, now)))
 			}
 			hw, ends, lags = strconv.FormatInt(st.HighWatermark, 10), strings.Join(e, " "), strings.Join(l, " ")
 		} else if st != nil {
@@ -279,6 +284,19 @@ func stateOf(states []*stromv1.BucketState, bucket int32) *stromv1.BucketState {
 		}
 	}
 	return nil
+}
+
+// outOfISR marks the lag of a follower out of the ISR with the age of
+// its last catching up ("" for one in the ISR).
+func outOfISR(r *stromv1.ReplicaState, now time.Time) string {
+	switch {
+	case r.InSync:
+		return ""
+	case r.CaughtUpTimeMs == 0:
+		return "(out of ISR)"
+	}
+	age := max(0, now.Sub(time.UnixMilli(r.CaughtUpTimeMs))).Round(time.Second)
+	return fmt.Sprintf("(out of ISR, caught up %s ago)", age)
 }
 
 func offsetOrUnknown(v int64) string {
