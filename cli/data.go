@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"strom/client"
 	"strom/record"
@@ -83,7 +82,7 @@ func newProduceCmd(g *globals) *cobra.Command {
 // a terminal, then closes the writer. It returns how many rows it sent.
 func sendRows(cmd *cobra.Command, in io.Reader, format string, header bool, s record.Schema, verb string,
 	write func(record.Row) *client.Future, closeWriter func() error) (int, error) {
-	p := newProgress(cmd.ErrOrStderr(), verb)
+	p := newProgress(cmd.ErrOrStderr(), verb, inputSize(in))
 	rows, perr := readRows(in, format, header, s, func(row record.Row, size int) error {
 		// A row that does not fit fails at once; others complete later.
 		if f := write(row); isDone(f) && f.Err() != nil {
@@ -189,50 +188,6 @@ func reorder(s, order record.Schema, row record.Row) record.Row {
 		}
 	}
 	return out
-}
-
-// progress prints rows/s and MB/s to a terminal, once every 250ms.
-type progress struct {
-	w     io.Writer
-	verb  string
-	tty   bool
-	start time.Time
-	last  time.Time
-	rows  int
-	bytes int
-}
-
-func newProgress(w io.Writer, verb string) *progress {
-	tty := false
-	if f, ok := w.(*os.File); ok {
-		tty = term.IsTerminal(int(f.Fd()))
-	}
-	now := time.Now()
-	return &progress{w: w, verb: verb, tty: tty, start: now, last: now}
-}
-
-func (p *progress) add(rows, bytes int) {
-	p.rows += rows
-	p.bytes += bytes
-	if !p.tty {
-		return
-	}
-	if now := time.Now(); now.Sub(p.last) >= 250*time.Millisecond {
-		p.last = now
-		p.print(now)
-	}
-}
-
-func (p *progress) print(now time.Time) {
-	secs := max(now.Sub(p.start).Seconds(), 1e-9)
-	fmt.Fprintf(p.w, "\r%s %d rows  %.0f rows/s  %.2f MB/s   ", p.verb, p.rows, float64(p.rows)/secs, float64(p.bytes)/secs/1e6)
-}
-
-func (p *progress) done() {
-	if p.tty && p.rows > 0 {
-		p.print(time.Now())
-		fmt.Fprintln(p.w)
-	}
 }
 
 func newConsumeCmd(g *globals) *cobra.Command {
