@@ -210,22 +210,11 @@ func BenchmarkScanPrefetch(b *testing.B) {
 	})
 }
 
-// BenchmarkAppend: 50,000 rows of 20 columns (~1 KB, ZSTD level 3, the
-// default) appended into 2 buckets and flushed, with each batch built
-// (encoded and compressed) in the appending goroutine under the writer's
-// lock, as before, and by its bucket's sender, overlapping the appends.
-func BenchmarkAppend(b *testing.B) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	const n = 50_000
-	types := []string{"BIGINT", "STRING", "INT", "DOUBLE"}
-	var cols []*stromv1.Column
-	for i := range 20 {
-		cols = append(cols, &stromv1.Column{Name: fmt.Sprintf("c%d", i), Type: types[i%4]})
-	}
-	tbl := createTable(b, startNode(b), "demo", "produce", 2, nil, cols...)
+// wideRows returns n rows of 20 columns, ~1 KB each (the columns of
+// wideColumns: BIGINT, STRING of 200 random characters, INT, DOUBLE, and
+// again).
+func wideRows(n int) []record.Row {
 	rng := rand.New(rand.NewPCG(1, 2))
-	rows := make([]record.Row, n)
 	word := func() string {
 		const letters = "abcdefghijklmnopqrstuvwxyz0123456789"
 		s := make([]byte, 200)
@@ -234,6 +223,7 @@ func BenchmarkAppend(b *testing.B) {
 		}
 		return string(s)
 	}
+	rows := make([]record.Row, n)
 	for i := range rows {
 		r := make(record.Row, 20)
 		for c := range r {
@@ -250,6 +240,29 @@ func BenchmarkAppend(b *testing.B) {
 		}
 		rows[i] = r
 	}
+	return rows
+}
+
+// wideColumns are the columns of wideRows, c0 to c19.
+func wideColumns() []*stromv1.Column {
+	types := []string{"BIGINT", "STRING", "INT", "DOUBLE"}
+	var cols []*stromv1.Column
+	for i := range 20 {
+		cols = append(cols, &stromv1.Column{Name: fmt.Sprintf("c%d", i), Type: types[i%4]})
+	}
+	return cols
+}
+
+// BenchmarkAppend: 50,000 rows of 20 columns (~1 KB, ZSTD level 3, the
+// default) appended into 2 buckets and flushed, with each batch built
+// (encoded and compressed) in the appending goroutine under the writer's
+// lock, as before, and by its bucket's sender, overlapping the appends.
+func BenchmarkAppend(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	const n = 50_000
+	tbl := createTable(b, startNode(b), "demo", "produce", 2, nil, wideColumns()...)
+	rows := wideRows(n)
 	opts := map[string][]client.WriterOption{
 		"build=append": {client.BuildInAppend()},
 		"build=sender": nil,
@@ -267,6 +280,49 @@ func BenchmarkAppend(b *testing.B) {
 			if err := w.Flush(ctx); err != nil {
 				b.Fatal(err)
 			}
+		}
+		b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+	})
+}
+
+// BenchmarkScanColumns: a scan of 100,000 rows of 20 columns (2 buckets)
+// reading 5 and 10 of them, as the side-by-side's pruned scans do: the
+// batches decoded, no value read.
+func BenchmarkScanColumns(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	const n = 100_000
+	tbl := createTable(b, startNode(b), "demo", "wide", 2, nil, wideColumns()...)
+	w, err := tbl.NewAppendWriter(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, r := range wideRows(n) {
+		w.Append(ctx, r)
+	}
+	if err := w.Close(ctx); err != nil {
+		b.Fatal(err)
+	}
+	var names []string
+	for _, c := range wideColumns() {
+		names = append(names, c.Name)
+	}
+	count := func(fs client.Fetches) int {
+		n := 0
+		for _, f := range fs {
+			for _, bt := range f.Batches {
+				n += bt.Len()
+			}
+		}
+		return n
+	}
+	variants(b, []string{"columns=5", "columns=10"}, func(b *testing.B, name string) {
+		var k int
+		if _, err := fmt.Sscanf(name, "columns=%d", &k); err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			scanAll(b, ctx, tbl, n, []client.ScanOption{client.MaxWait(0), client.FetchMaxBytes(16<<20, 1<<20), client.Columns(names[:k]...)}, count)
 		}
 		b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 	})

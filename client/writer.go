@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -30,11 +31,15 @@ func (t *Table) NewAppendWriter(_ context.Context, opts ...WriterOption) (*Appen
 		return nil, fmt.Errorf("client: table options: %w", err)
 	}
 	header := record.BatchHeader{SchemaID: int16(t.info.SchemaId), AppendOnly: true, WriterID: record.NoWriterID, BatchSequence: record.NoBatchSequence}
-	ratio := &record.CompressionRatio{}
+	ratio, shape := &record.CompressionRatio{}, &batchShape{}
 	p, err := newPipeline(t, batchKind{
 		newEncoder: func() (encoder, error) {
 			b, err := record.NewArrowBuilder(t.schema, memory.DefaultAllocator)
-			return &arrowEncoder{b: b, header: header, comp: comp, ratio: ratio}, err
+			if err != nil {
+				return nil, err
+			}
+			b.Reserve(shape.get())
+			return &arrowEncoder{b: b, header: header, comp: comp, ratio: ratio, shape: shape}, nil
 		},
 		stamp: func(b []byte, id int64, seq int32) { record.Batch(b).SetWriter(id, seq) },
 		send: func(ctx context.Context, n *node, bucket int32, batch []byte, acks int32, timeout time.Duration) (*stromv1.ProduceBucketResult, error) {
@@ -108,14 +113,47 @@ type arrowEncoder struct {
 	header record.BatchHeader
 	comp   record.ArrowCompression
 	ratio  *record.CompressionRatio
+	shape  *batchShape
 }
 
-func (e *arrowEncoder) add(row record.Row, _ bool) error { return e.b.Append(row, record.AppendOnly) }
+// batchShape is the rows and variable-length bytes per column of a
+// writer's last batch: a new batch's builder reserves as much, instead of
+// growing (and copying) its buffers by doubling. Safe for concurrent use.
+type batchShape struct {
+	mu       sync.Mutex
+	rows     int
+	varBytes []int
+}
+
+// get returns the last batch's shape and a quarter more: batches grow as
+// the compression ratio estimate improves, and a buffer that outgrows its
+// reservation doubles.
+func (s *batchShape) get() (int, []int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	more := make([]int, len(s.varBytes))
+	for i, n := range s.varBytes {
+		more[i] = n + n/4
+	}
+	return s.rows + s.rows/4, more
+}
+
+func (s *batchShape) set(rows int, varBytes []int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rows, s.varBytes = rows, varBytes
+}
+
+// add appends a row Append has checked.
+func (e *arrowEncoder) add(row record.Row, _ bool) error {
+	return e.b.AppendChecked(row, record.AppendOnly)
+}
 func (e *arrowEncoder) size() int {
 	return int(float64(e.b.EstimatedSize()) * e.ratio.Estimate())
 }
 func (e *arrowEncoder) build() ([]byte, error) {
 	estimated := e.b.EstimatedSize()
+	e.shape.set(e.b.Len(), e.b.VarBytes())
 	_, b, err := e.b.Build(nil, e.header, e.comp)
 	if err == nil && estimated > 0 {
 		e.ratio.Observe(float64(len(b)) / float64(estimated))

@@ -3,6 +3,7 @@ package record
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -203,11 +204,17 @@ func (b *ArrowBuilder) Schema() Schema { return b.schema }
 // *InvalidError naming the columns, or one on "change_type". r is not
 // retained.
 func (b *ArrowBuilder) Append(r Row, ct ChangeType) error {
-	if !ct.Valid() {
-		return &InvalidError{Field: "change_type", Reason: fmt.Sprintf("%d is not a change type", ct)}
-	}
 	if err := b.schema.CheckRow(r); err != nil {
 		return err
+	}
+	return b.AppendChecked(r, ct)
+}
+
+// AppendChecked is Append for a row that passed s.CheckRow already (a
+// writer checks a row before it takes it): it checks only ct.
+func (b *ArrowBuilder) AppendChecked(r Row, ct ChangeType) error {
+	if !ct.Valid() {
+		return &InvalidError{Field: "change_type", Reason: fmt.Sprintf("%d is not a change type", ct)}
 	}
 	for i, v := range r {
 		if v == nil {
@@ -226,6 +233,25 @@ func (b *ArrowBuilder) Append(r Row, ct ChangeType) error {
 	b.appendOnly = b.appendOnly && ct == AppendOnly
 	return nil
 }
+
+// Reserve makes room for rows more rows whose variable-length values take
+// varBytes[i] more bytes in column i (varBytes may be short or nil), so
+// that appending them grows no buffer step by step. A writer passes the
+// shape of its previous batch.
+func (b *ArrowBuilder) Reserve(rows int, varBytes []int) {
+	for i := range b.schema.Columns {
+		f := b.rb.Field(i)
+		f.Reserve(rows)
+		if d, ok := f.(interface{ ReserveData(int) }); ok && i < len(varBytes) {
+			d.ReserveData(varBytes[i])
+		}
+	}
+	b.changeTypes = slices.Grow(b.changeTypes, rows)
+}
+
+// VarBytes returns, per column, the bytes of the variable-length values
+// appended since the last Build or Reset (0 for fixed-width columns).
+func (b *ArrowBuilder) VarBytes() []int { return slices.Clone(b.varBytes) }
 
 // Len returns the number of rows appended since the last Build or Reset.
 func (b *ArrowBuilder) Len() int { return len(b.changeTypes) }
