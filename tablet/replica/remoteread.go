@@ -119,8 +119,10 @@ func readBatches(f io.ReaderAt, seg catalog.RemoteLogSegment, offset int64, maxB
 			break // maxBytes ends inside this batch
 		}
 		if record.IsTorn(err) {
-			// The first batch is larger than maxBytes: read it whole.
-			size := int(record.Batch(rest).Size())
+			// The first batch is larger than maxBytes: read it whole. Its
+			// size is the header's read above: rest may hold less than a
+			// header.
+			size := int(record.Batch(hdr[:]).Size())
 			full := make([]byte, size)
 			if _, err := f.ReadAt(full, pos); err != nil {
 				return nil, fmt.Errorf("remote segment %s at %d: %w", seg.ID, pos, err)
