@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -190,5 +191,68 @@ func checkValues(ctx context.Context, t *testing.T, c *Cluster, tb replica.Table
 				t.Fatalf("node %d: lookup %d = %q, want %q", node.ID, id, got, want)
 			}
 		}
+	}
+}
+
+// A follower loses its data: with wipe "kv" its KV directory only (the
+// KV then opens with kv.ErrAheadOfLog: its log was trimmed, so it cannot be
+// refolded), with wipe "tablets" every replica's log and KV (a new disk: an
+// empty log, below the leader's trimmed start). Restarted, it restores the
+// latest KV snapshot and replays the changelog from its offset, fetched
+// from the leader: it ends with every row, back in the ISR, and takes the
+// next upserts like the others.
+func TestWipedReplicaRestoresTheLatestSnapshot(t *testing.T) {
+	for _, wipe := range []string{"kv", "tablets"} {
+		t.Run(wipe, func(t *testing.T) {
+			ctx := ctxFor(t, 120*time.Second)
+			c, tbl := newSnapshotKV(ctx, t, t.TempDir(), 1)
+			tb := bucket0(tbl)
+			k := newKVCodec(t, tbl)
+			for round := 1; round <= 2; round++ {
+				k.upsertRange(ctx, t, c, tbl, 0, 30, round)
+				snapshotRound(ctx, t, c, tb)
+			}
+			k.upsertRange(ctx, t, c, tbl, 10, 20, 3) // above the snapshot: replayed from the log
+			l := bucketLeader(ctx, t, c, tb)
+			if start := replicaOn(l, tb).Log().LogStartOffset(); start == 0 {
+				t.Fatal("the leader's changelog was not trimmed")
+			}
+			f := another(c, l.ID)
+			dir := filepath.Join(f.Config().DataDir, "tablets")
+			if wipe == "kv" {
+				dir = filepath.Join(dir, fmt.Sprint(tb.TableID), "0", "kv")
+			}
+			c.Kill(int(f.ID))
+			if err := os.RemoveAll(dir); err != nil {
+				t.Fatal(err)
+			}
+			c.Restart(int(f.ID))
+			waitUntil(ctx, t, "the wiped follower restored and caught up", func() bool {
+				r := replicaOn(f, tb)
+				return r != nil && r.LocalKV() != nil && r.Log().LogEndOffset() == replicaOn(l, tb).Log().LogEndOffset()
+			})
+			k.upsertRange(ctx, t, c, tbl, 0, 5, 4)
+			for _, n := range c.Nodes() {
+				r := replicaOn(n, tb)
+				waitUntil(ctx, t, fmt.Sprintf("node %d's KV flushed to its high watermark", n.ID), func() bool {
+					return r.LocalKV().FlushedOffset() == r.Log().HighWatermark() && r.Log().HighWatermark() == replicaOn(l, tb).Log().HighWatermark()
+				})
+				for id := int64(0); id < 30; id++ {
+					round := 2
+					switch {
+					case id < 5:
+						round = 4
+					case id >= 10 && id < 20:
+						round = 3
+					}
+					if got, want := k.lookup(t, r.LocalKV(), id), fmt.Sprintf("v%d-%d", round, id); got != want {
+						t.Fatalf("node %d: lookup %d = %q, want %q", n.ID, id, got, want)
+					}
+				}
+			}
+			waitUntil(ctx, t, "the restored follower back in the ISR", func() bool {
+				return slices.Contains(replicaOn(l, tb).ISR(), f.ID)
+			})
+		})
 	}
 }

@@ -131,3 +131,103 @@ func (t *Tablet) checkOpen() error {
 func IsSharedFile(name string) bool {
 	return strings.HasSuffix(name, ".sst") || strings.HasSuffix(name, ".blob")
 }
+
+// ReplaceDir makes checkpointDir (a checkpoint, e.g. a downloaded KV
+// snapshot) the KV directory dir, on fs: dir's old content is removed, the
+// checkpoint renamed to it, and the parent directory fsynced. The tablet
+// of dir must be closed (Open it afterwards), or use Tablet.Restore.
+func ReplaceDir(fs vfs.FS, dir, checkpointDir string) error {
+	if err := fs.RemoveAll(dir); err != nil {
+		return fmt.Errorf("kv: replace %s: %w", dir, err)
+	}
+	if err := fs.Rename(checkpointDir, dir); err != nil {
+		return fmt.Errorf("kv: replace %s: %w", dir, err)
+	}
+	d, err := fs.OpenDir(filepath.Dir(dir))
+	if err == nil {
+		err = d.Sync()
+		d.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("kv: replace %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Restore replaces the tablet's Pebble database by the checkpoint in
+// checkpointDir (ReplaceDir) and recovers from it as Open does: the rows
+// are the checkpoint's, the pre-write buffer is refilled from the log
+// above the checkpoint's offset F. The caller first positions the log so
+// that it holds F (its start at or below F, its end at or above: a replica
+// whose log does not, restarts it at F, log.TruncateFullyAndStartAt).
+// Open scans of the old database are closed. The database gets a new ID.
+// On an error the tablet is closed.
+func (t *Tablet) Restore(checkpointDir string) error {
+	t.writeMu.Lock()
+	defer t.writeMu.Unlock()
+	if err := t.swapDB(checkpointDir); err != nil {
+		return err
+	}
+	// As in Open, with writeMu held: nothing else extends or cuts the
+	// buffer, and a FlushTo meanwhile finds nothing to flush.
+	if err := t.recover(); err != nil {
+		t.closeAfterFailure()
+		return err
+	}
+	t.lg.Info("restored from a snapshot", "flushed", t.FlushedOffset())
+	return nil
+}
+
+// swapDB closes Pebble and opens the checkpoint in its place, with an
+// empty pre-write buffer; writeMu held.
+func (t *Tablet) swapDB(checkpointDir string) error {
+	t.flushMu.Lock()
+	defer t.flushMu.Unlock()
+	t.mu.Lock()
+	if t.mu.closed {
+		t.mu.Unlock()
+		return ErrClosed
+	}
+	snaps := t.mu.snapshots
+	t.mu.snapshots = map[*Snapshot]struct{}{}
+	t.mu.Unlock()
+	t.readMu.Lock()
+	defer t.readMu.Unlock()
+	for s := range snaps {
+		s.closeLocked()
+	}
+	err := t.db.Close()
+	if err == nil {
+		err = ReplaceDir(t.cfg.fs(), t.cfg.Dir, checkpointDir)
+	}
+	var db *pebble.DB
+	if err == nil {
+		db, t.id, err = openPebble(t.cfg)
+	}
+	if err != nil {
+		t.mu.Lock()
+		t.mu.closed, t.mu.snapshots = true, nil
+		t.mu.Unlock()
+		t.builder.Release()
+		return fmt.Errorf("kv: restore: %w", err)
+	}
+	t.db = db
+	t.mu.Lock()
+	t.mu.buf = newPreWriteBuffer()
+	t.mu.flushed, t.mu.end = 0, 0
+	t.mu.Unlock()
+	return nil
+}
+
+// closeAfterFailure closes a tablet whose restore failed after the swap.
+func (t *Tablet) closeAfterFailure() {
+	t.flushMu.Lock()
+	defer t.flushMu.Unlock()
+	t.mu.Lock()
+	t.mu.closed, t.mu.snapshots = true, nil
+	t.mu.Unlock()
+	t.readMu.Lock()
+	defer t.readMu.Unlock()
+	t.builder.Release()
+	t.db.Close()
+}

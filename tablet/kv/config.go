@@ -102,6 +102,13 @@ func (c Config) logger() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
+func (c Config) fs() vfs.FS {
+	if c.FS != nil {
+		return c.FS
+	}
+	return vfs.Default
+}
+
 func (c Config) now() time.Time {
 	if c.Now != nil {
 		return c.Now()

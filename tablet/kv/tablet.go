@@ -10,7 +10,6 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
-	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"strom/record"
 	"strom/tablet/log"
@@ -117,39 +116,16 @@ func Open(cfg Config) (*Tablet, error) {
 	if err != nil {
 		return nil, err
 	}
-	memTable := cfg.MemTableSize
-	if memTable == 0 {
-		memTable = DefaultMemTableSize
-	}
-	fs := cfg.FS
-	if fs == nil {
-		fs = vfs.Default
-	}
 	// Pebble syncs its own directory, not the entries of the ones it
 	// creates above it.
-	if err := log.CreateDir(fs, cfg.Dir, false); err != nil {
+	if err := log.CreateDir(cfg.fs(), cfg.Dir, false); err != nil {
 		builder.Release()
 		return nil, fmt.Errorf("kv: create %s: %w", cfg.Dir, err)
 	}
-	opts := &pebble.Options{
-		FS:           fs,
-		Cache:        cfg.Cache,
-		MemTableSize: memTable,
-		DisableWAL:   cfg.DisableWAL,
-		Logger:       pebbleLogger{cfg.logger().With("component", "kv", "dir", cfg.Dir)},
-	}
-	// Bloom filters: PutKv reads every key it writes, and most inserts
-	// miss; without filters each miss reads a data block of every level.
-	opts.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
-	id, err := loadID(fs, cfg.Dir)
+	db, id, err := openPebble(cfg)
 	if err != nil {
 		builder.Release()
 		return nil, err
-	}
-	db, err := pebble.Open(cfg.Dir, opts)
-	if err != nil {
-		builder.Release()
-		return nil, fmt.Errorf("kv: open pebble %s: %w", cfg.Dir, err)
 	}
 	t := &Tablet{
 		cfg: cfg, lg: cfg.logger().With("component", "kv", "dir", cfg.Dir), log: cfg.Log, db: db, id: id,
@@ -169,6 +145,34 @@ func Open(cfg Config) (*Tablet, error) {
 		return nil, err
 	}
 	return t, nil
+}
+
+// openPebble opens the Pebble database in cfg.Dir (which exists) and
+// reads (or makes) its identity.
+func openPebble(cfg Config) (*pebble.DB, string, error) {
+	memTable := cfg.MemTableSize
+	if memTable == 0 {
+		memTable = DefaultMemTableSize
+	}
+	id, err := loadID(cfg.fs(), cfg.Dir)
+	if err != nil {
+		return nil, "", err
+	}
+	opts := &pebble.Options{
+		FS:           cfg.fs(),
+		Cache:        cfg.Cache,
+		MemTableSize: memTable,
+		DisableWAL:   cfg.DisableWAL,
+		Logger:       pebbleLogger{cfg.logger().With("component", "kv", "dir", cfg.Dir)},
+	}
+	// Bloom filters: PutKv reads every key it writes, and most inserts
+	// miss; without filters each miss reads a data block of every level.
+	opts.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
+	db, err := pebble.Open(cfg.Dir, opts)
+	if err != nil {
+		return nil, "", fmt.Errorf("kv: open pebble %s: %w", cfg.Dir, err)
+	}
+	return db, id, nil
 }
 
 // recover is Open's replay. Nothing else runs yet.

@@ -138,8 +138,12 @@ func (r *Replica) flushFetched() error {
 // resetTo handles a fetch offset outside the leader's log: below its log
 // start (retention deleted what the follower lacks) the log restarts empty
 // there; above its log end (a divergent tail the truncation missed) it is
-// cut to it.
-func (r *Replica) resetTo(leader, epoch int32, res BucketFetchResult) error {
+// cut to it. A primary-key follower below the leader's log start restores
+// the latest KV snapshot instead (restore.go).
+func (r *Replica) resetTo(ctx context.Context, leader, epoch int32, res BucketFetchResult) error {
+	if r.kv != nil && r.snapshots != nil && r.log.LogEndOffset() < res.LogStartOffset {
+		return r.snapshots.restoreFollower(ctx, r, leader, epoch, res.LogStartOffset)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := r.checkRoleLocked(leader, epoch); err != nil {

@@ -337,11 +337,15 @@ func (m *Manager) open(tb TableBucket, t catalog.Table) (*Replica, error) {
 	var kt *kv.Tablet
 	if len(t.Schema.PrimaryKey) > 0 {
 		aggs, delims := kv.AggregationsOf(t.Descriptor())
-		kt, err = kv.Open(kv.Config{
+		kc := kv.Config{
 			Dir: filepath.Join(m.dir(tb), "kv"), FS: m.fs(), Log: lt, Table: t.Descriptor(), SchemaID: int16(t.SchemaID),
 			Aggregations: aggs, ListaggDelimiters: delims,
 			Cache: m.cfg.KVCache, Logger: lc.Logger,
-		})
+		}
+		kt, err = kv.Open(kc)
+		if errors.Is(err, kv.ErrAheadOfLog) {
+			kt, err = m.openRestored(tb, t, lt, kc, err)
+		}
 		if err != nil {
 			lt.Close()
 			return nil, fmt.Errorf("open KV of replica %s: %w", tb, err)
@@ -351,6 +355,9 @@ func (m *Manager) open(tb TableBucket, t catalog.Table) (*Replica, error) {
 	r.minISR, r.isrWake = m.cfg.MinInSyncReplicas, m.isrWake
 	if m.cfg.Tier.Store != nil {
 		r.remote = m
+	}
+	if m.cfg.Snapshot.Store != nil {
+		r.snapshots = m
 	}
 	m.mu.Lock()
 	m.mu.replicas[tb] = r

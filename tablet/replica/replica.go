@@ -140,6 +140,9 @@ type Replica struct {
 	// remote is the manager when log tiering is on (nil: off): reads
 	// below the local log start go to remote segments.
 	remote *Manager
+	// snapshots is the manager when KV snapshots are on (nil: off): a
+	// follower behind its leader's log start restores one (restore.go).
+	snapshots *Manager
 	// changed is the manager's: notified whenever the replica appends, its
 	// high watermark moves or its role changes, for long-polling fetches.
 	changed *broadcast
