@@ -84,8 +84,8 @@ func (t *Tablet) Checkpoint(dir string) (int64, error) {
 	// readMu (shared) keeps Close from closing Pebble under these calls;
 	// Close marks the tablet closed before it takes readMu.
 	t.readMu.RLock()
-	err := t.checkOpen()
-	if err == nil {
+	err := ErrClosed
+	if !t.isClosed() {
 		err = t.db.Flush()
 	}
 	t.readMu.RUnlock()
@@ -96,8 +96,8 @@ func (t *Tablet) Checkpoint(dir string) (int64, error) {
 	defer t.flushMu.Unlock()
 	t.readMu.RLock()
 	defer t.readMu.RUnlock()
-	if err := t.checkOpen(); err != nil {
-		return 0, err
+	if t.isClosed() {
+		return 0, ErrClosed
 	}
 	if t.cfg.DisableWAL {
 		// No WAL to carry what came since the flush: flush it too.
@@ -112,16 +112,6 @@ func (t *Tablet) Checkpoint(dir string) (int64, error) {
 		return 0, fmt.Errorf("kv: checkpoint into %s: %w", dir, err)
 	}
 	return offset, nil
-}
-
-// checkOpen returns ErrClosed once Close began.
-func (t *Tablet) checkOpen() error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.mu.closed {
-		return ErrClosed
-	}
-	return nil
 }
 
 // IsSharedFile reports whether a checkpoint's file is immutable for the
