@@ -60,7 +60,7 @@ func NewRoot(out, errOut io.Writer) *cobra.Command {
 	pf.DurationVar(&g.timeout, "timeout", 30*time.Second, "how long a request may take")
 	root.AddCommand(newServerCmd(), newDBCmd(g), newTableCmd(g), newClusterCmd(g),
 		newProduceCmd(g), newConsumeCmd(g), newOffsetsCmd(g), newBenchCmd(g),
-		newPutCmd(g), newDeleteCmd(g), newLookupCmd(g), newScanCmd(g), newHealthcheckCmd(g), newVersionCmd(g))
+		newPutCmd(g), newDeleteCmd(g), newLookupCmd(g), newScanCmd(g), newHealthcheckCmd(g), newVersionCmd(g), newSnapshotCmd(g))
 	return root
 }
 

@@ -131,7 +131,7 @@ func newTableListCmd(g *globals) *cobra.Command {
 func newTableDescribeCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "describe DB.TABLE",
-		Short: "Describe a table: columns, keys, options, and per bucket its leader, ISR, high watermark and each replica's log end and lag",
+		Short: "Describe a table: columns, keys, options, and per bucket its leader, ISR, high watermark, each replica's log end and lag, the local and remote log and the latest KV snapshot",
 		Args:  exactArgs(1, "DB.TABLE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			db, name, err := record.ParseTablePath(args[0])
@@ -192,7 +192,11 @@ func newTableDescribeCmd(g *globals) *cobra.Command {
 					return nil
 				}
 				fmt.Fprintln(g.out)
-				return printBucketStates(g.out, cmd.ErrOrStderr(), info.Buckets, states, time.Now())
+				if err := printBucketStates(g.out, cmd.ErrOrStderr(), info.Buckets, states, time.Now()); err != nil {
+					return err
+				}
+				fmt.Fprintln(g.out)
+				return printRemoteStates(g.out, info.Buckets, states)
 			})
 		},
 	}

@@ -38,6 +38,9 @@ func (h *tabletHandler) DescribeBuckets(_ context.Context, req *connect.Request[
 			continue
 		}
 		fillBucketState(res, st, h.s.cfg.NodeID, t.Assignment.Buckets[b])
+		if err := fillRemoteState(res, h.s.cat, t.Registration.TableID); err != nil {
+			res.Error = rpc.Detail(err)
+		}
 	}
 	return connect.NewResponse(resp), nil
 }

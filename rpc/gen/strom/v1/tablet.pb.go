@@ -245,7 +245,17 @@ type BucketState struct {
 	LogEndOffset   int64 `protobuf:"varint,8,opt,name=log_end_offset,json=logEndOffset,proto3" json:"log_end_offset,omitempty"`
 	// Every replica of the assignment, in its order (the leader's first only
 	// when it is the preferred one).
-	Replicas      []*ReplicaState `protobuf:"bytes,9,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	Replicas []*ReplicaState `protobuf:"bytes,9,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	// Remote storage, as the metadata says (issue 14): the tiered log's
+	// first offset and the offset after its last, -1 both when nothing is
+	// tiered (log_start_offset above is the leader's local start).
+	RemoteLogStartOffset int64 `protobuf:"varint,10,opt,name=remote_log_start_offset,json=remoteLogStartOffset,proto3" json:"remote_log_start_offset,omitempty"`
+	RemoteLogEndOffset   int64 `protobuf:"varint,11,opt,name=remote_log_end_offset,json=remoteLogEndOffset,proto3" json:"remote_log_end_offset,omitempty"`
+	// The bytes of the tiered log segments.
+	RemoteLogBytes int64 `protobuf:"varint,12,opt,name=remote_log_bytes,json=remoteLogBytes,proto3" json:"remote_log_bytes,omitempty"`
+	// The retained KV snapshots of a primary-key bucket, oldest first (the
+	// last is the latest).
+	KvSnapshots   []*KvSnapshotInfo `protobuf:"bytes,13,rep,name=kv_snapshots,json=kvSnapshots,proto3" json:"kv_snapshots,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -343,6 +353,132 @@ func (x *BucketState) GetReplicas() []*ReplicaState {
 	return nil
 }
 
+func (x *BucketState) GetRemoteLogStartOffset() int64 {
+	if x != nil {
+		return x.RemoteLogStartOffset
+	}
+	return 0
+}
+
+func (x *BucketState) GetRemoteLogEndOffset() int64 {
+	if x != nil {
+		return x.RemoteLogEndOffset
+	}
+	return 0
+}
+
+func (x *BucketState) GetRemoteLogBytes() int64 {
+	if x != nil {
+		return x.RemoteLogBytes
+	}
+	return 0
+}
+
+func (x *BucketState) GetKvSnapshots() []*KvSnapshotInfo {
+	if x != nil {
+		return x.KvSnapshots
+	}
+	return nil
+}
+
+// KvSnapshotInfo is one retained KV snapshot of a bucket.
+type KvSnapshotInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The changelog offset it holds every change below: a replica restored
+	// from it replays the log from there.
+	LogOffset int64 `protobuf:"varint,2,opt,name=log_offset,json=logOffset,proto3" json:"log_offset,omitempty"`
+	// When it was taken, in milliseconds since the epoch.
+	CreatedTimeMs int64 `protobuf:"varint,3,opt,name=created_time_ms,json=createdTimeMs,proto3" json:"created_time_ms,omitempty"`
+	// Its files and their bytes (SSTs may be shared with other snapshots).
+	Files     int32 `protobuf:"varint,4,opt,name=files,proto3" json:"files,omitempty"`
+	SizeBytes int64 `protobuf:"varint,5,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	// The leader that took it, and its leader epoch.
+	Leader        int32 `protobuf:"varint,6,opt,name=leader,proto3" json:"leader,omitempty"`
+	LeaderEpoch   int32 `protobuf:"varint,7,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KvSnapshotInfo) Reset() {
+	*x = KvSnapshotInfo{}
+	mi := &file_strom_v1_tablet_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KvSnapshotInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KvSnapshotInfo) ProtoMessage() {}
+
+func (x *KvSnapshotInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_strom_v1_tablet_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KvSnapshotInfo.ProtoReflect.Descriptor instead.
+func (*KvSnapshotInfo) Descriptor() ([]byte, []int) {
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *KvSnapshotInfo) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *KvSnapshotInfo) GetLogOffset() int64 {
+	if x != nil {
+		return x.LogOffset
+	}
+	return 0
+}
+
+func (x *KvSnapshotInfo) GetCreatedTimeMs() int64 {
+	if x != nil {
+		return x.CreatedTimeMs
+	}
+	return 0
+}
+
+func (x *KvSnapshotInfo) GetFiles() int32 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
+func (x *KvSnapshotInfo) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *KvSnapshotInfo) GetLeader() int32 {
+	if x != nil {
+		return x.Leader
+	}
+	return 0
+}
+
+func (x *KvSnapshotInfo) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
 type DescribeBucketsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Buckets       []*BucketState         `protobuf:"bytes,1,rep,name=buckets,proto3" json:"buckets,omitempty"`
@@ -352,7 +488,7 @@ type DescribeBucketsResponse struct {
 
 func (x *DescribeBucketsResponse) Reset() {
 	*x = DescribeBucketsResponse{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[3]
+	mi := &file_strom_v1_tablet_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -364,7 +500,7 @@ func (x *DescribeBucketsResponse) String() string {
 func (*DescribeBucketsResponse) ProtoMessage() {}
 
 func (x *DescribeBucketsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[3]
+	mi := &file_strom_v1_tablet_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -377,7 +513,7 @@ func (x *DescribeBucketsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeBucketsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeBucketsResponse) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{3}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DescribeBucketsResponse) GetBuckets() []*BucketState {
@@ -399,7 +535,7 @@ type PutKvBucket struct {
 
 func (x *PutKvBucket) Reset() {
 	*x = PutKvBucket{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[4]
+	mi := &file_strom_v1_tablet_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -411,7 +547,7 @@ func (x *PutKvBucket) String() string {
 func (*PutKvBucket) ProtoMessage() {}
 
 func (x *PutKvBucket) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[4]
+	mi := &file_strom_v1_tablet_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -424,7 +560,7 @@ func (x *PutKvBucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutKvBucket.ProtoReflect.Descriptor instead.
 func (*PutKvBucket) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{4}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PutKvBucket) GetBucket() int32 {
@@ -463,7 +599,7 @@ type PutKvRequest struct {
 
 func (x *PutKvRequest) Reset() {
 	*x = PutKvRequest{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[5]
+	mi := &file_strom_v1_tablet_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -475,7 +611,7 @@ func (x *PutKvRequest) String() string {
 func (*PutKvRequest) ProtoMessage() {}
 
 func (x *PutKvRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[5]
+	mi := &file_strom_v1_tablet_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -488,7 +624,7 @@ func (x *PutKvRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutKvRequest.ProtoReflect.Descriptor instead.
 func (*PutKvRequest) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{5}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PutKvRequest) GetDatabase() string {
@@ -556,7 +692,7 @@ type PutKvResponse struct {
 
 func (x *PutKvResponse) Reset() {
 	*x = PutKvResponse{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[6]
+	mi := &file_strom_v1_tablet_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -568,7 +704,7 @@ func (x *PutKvResponse) String() string {
 func (*PutKvResponse) ProtoMessage() {}
 
 func (x *PutKvResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[6]
+	mi := &file_strom_v1_tablet_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -581,7 +717,7 @@ func (x *PutKvResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutKvResponse.ProtoReflect.Descriptor instead.
 func (*PutKvResponse) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{6}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PutKvResponse) GetBuckets() []*ProduceBucketResult {
@@ -602,7 +738,7 @@ type LookupBucket struct {
 
 func (x *LookupBucket) Reset() {
 	*x = LookupBucket{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[7]
+	mi := &file_strom_v1_tablet_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -614,7 +750,7 @@ func (x *LookupBucket) String() string {
 func (*LookupBucket) ProtoMessage() {}
 
 func (x *LookupBucket) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[7]
+	mi := &file_strom_v1_tablet_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -627,7 +763,7 @@ func (x *LookupBucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupBucket.ProtoReflect.Descriptor instead.
 func (*LookupBucket) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{7}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *LookupBucket) GetBucket() int32 {
@@ -656,7 +792,7 @@ type LookupValue struct {
 
 func (x *LookupValue) Reset() {
 	*x = LookupValue{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[8]
+	mi := &file_strom_v1_tablet_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -668,7 +804,7 @@ func (x *LookupValue) String() string {
 func (*LookupValue) ProtoMessage() {}
 
 func (x *LookupValue) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[8]
+	mi := &file_strom_v1_tablet_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -681,7 +817,7 @@ func (x *LookupValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupValue.ProtoReflect.Descriptor instead.
 func (*LookupValue) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{8}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *LookupValue) GetValue() []byte {
@@ -711,7 +847,7 @@ type LookupRequest struct {
 
 func (x *LookupRequest) Reset() {
 	*x = LookupRequest{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[9]
+	mi := &file_strom_v1_tablet_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -723,7 +859,7 @@ func (x *LookupRequest) String() string {
 func (*LookupRequest) ProtoMessage() {}
 
 func (x *LookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[9]
+	mi := &file_strom_v1_tablet_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -736,7 +872,7 @@ func (x *LookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupRequest.ProtoReflect.Descriptor instead.
 func (*LookupRequest) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{9}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *LookupRequest) GetDatabase() string {
@@ -779,7 +915,7 @@ type LookupBucketResult struct {
 
 func (x *LookupBucketResult) Reset() {
 	*x = LookupBucketResult{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[10]
+	mi := &file_strom_v1_tablet_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -791,7 +927,7 @@ func (x *LookupBucketResult) String() string {
 func (*LookupBucketResult) ProtoMessage() {}
 
 func (x *LookupBucketResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[10]
+	mi := &file_strom_v1_tablet_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -804,7 +940,7 @@ func (x *LookupBucketResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupBucketResult.ProtoReflect.Descriptor instead.
 func (*LookupBucketResult) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{10}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *LookupBucketResult) GetBucket() int32 {
@@ -840,7 +976,7 @@ type LookupResponse struct {
 
 func (x *LookupResponse) Reset() {
 	*x = LookupResponse{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[11]
+	mi := &file_strom_v1_tablet_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -852,7 +988,7 @@ func (x *LookupResponse) String() string {
 func (*LookupResponse) ProtoMessage() {}
 
 func (x *LookupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[11]
+	mi := &file_strom_v1_tablet_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -865,7 +1001,7 @@ func (x *LookupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupResponse.ProtoReflect.Descriptor instead.
 func (*LookupResponse) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{11}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *LookupResponse) GetBuckets() []*LookupBucketResult {
@@ -895,7 +1031,7 @@ type PrefixLookupRequest struct {
 
 func (x *PrefixLookupRequest) Reset() {
 	*x = PrefixLookupRequest{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[12]
+	mi := &file_strom_v1_tablet_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -907,7 +1043,7 @@ func (x *PrefixLookupRequest) String() string {
 func (*PrefixLookupRequest) ProtoMessage() {}
 
 func (x *PrefixLookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[12]
+	mi := &file_strom_v1_tablet_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -920,7 +1056,7 @@ func (x *PrefixLookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefixLookupRequest.ProtoReflect.Descriptor instead.
 func (*PrefixLookupRequest) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{12}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PrefixLookupRequest) GetDatabase() string {
@@ -962,7 +1098,7 @@ type PrefixValues struct {
 
 func (x *PrefixValues) Reset() {
 	*x = PrefixValues{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[13]
+	mi := &file_strom_v1_tablet_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -974,7 +1110,7 @@ func (x *PrefixValues) String() string {
 func (*PrefixValues) ProtoMessage() {}
 
 func (x *PrefixValues) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[13]
+	mi := &file_strom_v1_tablet_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -987,7 +1123,7 @@ func (x *PrefixValues) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefixValues.ProtoReflect.Descriptor instead.
 func (*PrefixValues) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{13}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PrefixValues) GetValues() [][]byte {
@@ -1009,7 +1145,7 @@ type PrefixLookupBucketResult struct {
 
 func (x *PrefixLookupBucketResult) Reset() {
 	*x = PrefixLookupBucketResult{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[14]
+	mi := &file_strom_v1_tablet_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1021,7 +1157,7 @@ func (x *PrefixLookupBucketResult) String() string {
 func (*PrefixLookupBucketResult) ProtoMessage() {}
 
 func (x *PrefixLookupBucketResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[14]
+	mi := &file_strom_v1_tablet_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1034,7 +1170,7 @@ func (x *PrefixLookupBucketResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefixLookupBucketResult.ProtoReflect.Descriptor instead.
 func (*PrefixLookupBucketResult) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{14}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PrefixLookupBucketResult) GetBucket() int32 {
@@ -1070,7 +1206,7 @@ type PrefixLookupResponse struct {
 
 func (x *PrefixLookupResponse) Reset() {
 	*x = PrefixLookupResponse{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[15]
+	mi := &file_strom_v1_tablet_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1082,7 +1218,7 @@ func (x *PrefixLookupResponse) String() string {
 func (*PrefixLookupResponse) ProtoMessage() {}
 
 func (x *PrefixLookupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[15]
+	mi := &file_strom_v1_tablet_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1095,7 +1231,7 @@ func (x *PrefixLookupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefixLookupResponse.ProtoReflect.Descriptor instead.
 func (*PrefixLookupResponse) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{15}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PrefixLookupResponse) GetBuckets() []*PrefixLookupBucketResult {
@@ -1132,7 +1268,7 @@ type ScanKvRequest struct {
 
 func (x *ScanKvRequest) Reset() {
 	*x = ScanKvRequest{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[16]
+	mi := &file_strom_v1_tablet_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1144,7 +1280,7 @@ func (x *ScanKvRequest) String() string {
 func (*ScanKvRequest) ProtoMessage() {}
 
 func (x *ScanKvRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[16]
+	mi := &file_strom_v1_tablet_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1157,7 +1293,7 @@ func (x *ScanKvRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanKvRequest.ProtoReflect.Descriptor instead.
 func (*ScanKvRequest) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{16}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ScanKvRequest) GetDatabase() string {
@@ -1227,7 +1363,7 @@ type ScanKvResponse struct {
 
 func (x *ScanKvResponse) Reset() {
 	*x = ScanKvResponse{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[17]
+	mi := &file_strom_v1_tablet_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1239,7 +1375,7 @@ func (x *ScanKvResponse) String() string {
 func (*ScanKvResponse) ProtoMessage() {}
 
 func (x *ScanKvResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[17]
+	mi := &file_strom_v1_tablet_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1252,7 +1388,7 @@ func (x *ScanKvResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanKvResponse.ProtoReflect.Descriptor instead.
 func (*ScanKvResponse) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{17}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ScanKvResponse) GetScannerId() []byte {
@@ -1302,7 +1438,7 @@ type ProduceBucket struct {
 
 func (x *ProduceBucket) Reset() {
 	*x = ProduceBucket{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[18]
+	mi := &file_strom_v1_tablet_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1314,7 +1450,7 @@ func (x *ProduceBucket) String() string {
 func (*ProduceBucket) ProtoMessage() {}
 
 func (x *ProduceBucket) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[18]
+	mi := &file_strom_v1_tablet_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1327,7 +1463,7 @@ func (x *ProduceBucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceBucket.ProtoReflect.Descriptor instead.
 func (*ProduceBucket) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{18}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ProduceBucket) GetBucket() int32 {
@@ -1364,7 +1500,7 @@ type ProduceLogRequest struct {
 
 func (x *ProduceLogRequest) Reset() {
 	*x = ProduceLogRequest{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[19]
+	mi := &file_strom_v1_tablet_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +1512,7 @@ func (x *ProduceLogRequest) String() string {
 func (*ProduceLogRequest) ProtoMessage() {}
 
 func (x *ProduceLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[19]
+	mi := &file_strom_v1_tablet_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +1525,7 @@ func (x *ProduceLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceLogRequest.ProtoReflect.Descriptor instead.
 func (*ProduceLogRequest) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{19}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ProduceLogRequest) GetDatabase() string {
@@ -1451,7 +1587,7 @@ type ProduceBucketResult struct {
 
 func (x *ProduceBucketResult) Reset() {
 	*x = ProduceBucketResult{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[20]
+	mi := &file_strom_v1_tablet_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1463,7 +1599,7 @@ func (x *ProduceBucketResult) String() string {
 func (*ProduceBucketResult) ProtoMessage() {}
 
 func (x *ProduceBucketResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[20]
+	mi := &file_strom_v1_tablet_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1476,7 +1612,7 @@ func (x *ProduceBucketResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceBucketResult.ProtoReflect.Descriptor instead.
 func (*ProduceBucketResult) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{20}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ProduceBucketResult) GetBucket() int32 {
@@ -1516,7 +1652,7 @@ type ProduceLogResponse struct {
 
 func (x *ProduceLogResponse) Reset() {
 	*x = ProduceLogResponse{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[21]
+	mi := &file_strom_v1_tablet_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1528,7 +1664,7 @@ func (x *ProduceLogResponse) String() string {
 func (*ProduceLogResponse) ProtoMessage() {}
 
 func (x *ProduceLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[21]
+	mi := &file_strom_v1_tablet_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1541,7 +1677,7 @@ func (x *ProduceLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceLogResponse.ProtoReflect.Descriptor instead.
 func (*ProduceLogResponse) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{21}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ProduceLogResponse) GetBuckets() []*ProduceBucketResult {
@@ -1569,7 +1705,7 @@ type FetchBucket struct {
 
 func (x *FetchBucket) Reset() {
 	*x = FetchBucket{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[22]
+	mi := &file_strom_v1_tablet_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1581,7 +1717,7 @@ func (x *FetchBucket) String() string {
 func (*FetchBucket) ProtoMessage() {}
 
 func (x *FetchBucket) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[22]
+	mi := &file_strom_v1_tablet_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1594,7 +1730,7 @@ func (x *FetchBucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchBucket.ProtoReflect.Descriptor instead.
 func (*FetchBucket) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{22}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FetchBucket) GetBucket() int32 {
@@ -1640,7 +1776,7 @@ type FetchLogRequest struct {
 
 func (x *FetchLogRequest) Reset() {
 	*x = FetchLogRequest{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[23]
+	mi := &file_strom_v1_tablet_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1652,7 +1788,7 @@ func (x *FetchLogRequest) String() string {
 func (*FetchLogRequest) ProtoMessage() {}
 
 func (x *FetchLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[23]
+	mi := &file_strom_v1_tablet_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1665,7 +1801,7 @@ func (x *FetchLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchLogRequest.ProtoReflect.Descriptor instead.
 func (*FetchLogRequest) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{23}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FetchLogRequest) GetDatabase() string {
@@ -1748,7 +1884,7 @@ type FetchBucketResult struct {
 
 func (x *FetchBucketResult) Reset() {
 	*x = FetchBucketResult{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[24]
+	mi := &file_strom_v1_tablet_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1760,7 +1896,7 @@ func (x *FetchBucketResult) String() string {
 func (*FetchBucketResult) ProtoMessage() {}
 
 func (x *FetchBucketResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[24]
+	mi := &file_strom_v1_tablet_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1773,7 +1909,7 @@ func (x *FetchBucketResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchBucketResult.ProtoReflect.Descriptor instead.
 func (*FetchBucketResult) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{24}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *FetchBucketResult) GetBucket() int32 {
@@ -1837,7 +1973,7 @@ type FetchLogResponse struct {
 
 func (x *FetchLogResponse) Reset() {
 	*x = FetchLogResponse{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[25]
+	mi := &file_strom_v1_tablet_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1849,7 +1985,7 @@ func (x *FetchLogResponse) String() string {
 func (*FetchLogResponse) ProtoMessage() {}
 
 func (x *FetchLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[25]
+	mi := &file_strom_v1_tablet_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1862,7 +1998,7 @@ func (x *FetchLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchLogResponse.ProtoReflect.Descriptor instead.
 func (*FetchLogResponse) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{25}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *FetchLogResponse) GetBuckets() []*FetchBucketResult {
@@ -1900,7 +2036,7 @@ type ListOffsetsRequest struct {
 
 func (x *ListOffsetsRequest) Reset() {
 	*x = ListOffsetsRequest{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[26]
+	mi := &file_strom_v1_tablet_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1912,7 +2048,7 @@ func (x *ListOffsetsRequest) String() string {
 func (*ListOffsetsRequest) ProtoMessage() {}
 
 func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[26]
+	mi := &file_strom_v1_tablet_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1925,7 +2061,7 @@ func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ListOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{26}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListOffsetsRequest) GetDatabase() string {
@@ -1974,7 +2110,7 @@ type BucketOffset struct {
 
 func (x *BucketOffset) Reset() {
 	*x = BucketOffset{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[27]
+	mi := &file_strom_v1_tablet_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1986,7 +2122,7 @@ func (x *BucketOffset) String() string {
 func (*BucketOffset) ProtoMessage() {}
 
 func (x *BucketOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[27]
+	mi := &file_strom_v1_tablet_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1999,7 +2135,7 @@ func (x *BucketOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BucketOffset.ProtoReflect.Descriptor instead.
 func (*BucketOffset) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{27}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *BucketOffset) GetBucket() int32 {
@@ -2032,7 +2168,7 @@ type ListOffsetsResponse struct {
 
 func (x *ListOffsetsResponse) Reset() {
 	*x = ListOffsetsResponse{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[28]
+	mi := &file_strom_v1_tablet_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2044,7 +2180,7 @@ func (x *ListOffsetsResponse) String() string {
 func (*ListOffsetsResponse) ProtoMessage() {}
 
 func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[28]
+	mi := &file_strom_v1_tablet_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2057,7 +2193,7 @@ func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ListOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{28}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListOffsetsResponse) GetBuckets() []*BucketOffset {
@@ -2081,7 +2217,7 @@ type LimitScanRequest struct {
 
 func (x *LimitScanRequest) Reset() {
 	*x = LimitScanRequest{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[29]
+	mi := &file_strom_v1_tablet_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2093,7 +2229,7 @@ func (x *LimitScanRequest) String() string {
 func (*LimitScanRequest) ProtoMessage() {}
 
 func (x *LimitScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[29]
+	mi := &file_strom_v1_tablet_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2106,7 +2242,7 @@ func (x *LimitScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitScanRequest.ProtoReflect.Descriptor instead.
 func (*LimitScanRequest) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{29}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *LimitScanRequest) GetDatabase() string {
@@ -2158,7 +2294,7 @@ type LimitScanResponse struct {
 
 func (x *LimitScanResponse) Reset() {
 	*x = LimitScanResponse{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[30]
+	mi := &file_strom_v1_tablet_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2170,7 +2306,7 @@ func (x *LimitScanResponse) String() string {
 func (*LimitScanResponse) ProtoMessage() {}
 
 func (x *LimitScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[30]
+	mi := &file_strom_v1_tablet_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2183,7 +2319,7 @@ func (x *LimitScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitScanResponse.ProtoReflect.Descriptor instead.
 func (*LimitScanResponse) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{30}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *LimitScanResponse) GetSchemaId() int32 {
@@ -2222,7 +2358,7 @@ type InitWriterRequest struct {
 
 func (x *InitWriterRequest) Reset() {
 	*x = InitWriterRequest{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[31]
+	mi := &file_strom_v1_tablet_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2234,7 +2370,7 @@ func (x *InitWriterRequest) String() string {
 func (*InitWriterRequest) ProtoMessage() {}
 
 func (x *InitWriterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[31]
+	mi := &file_strom_v1_tablet_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2247,7 +2383,7 @@ func (x *InitWriterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitWriterRequest.ProtoReflect.Descriptor instead.
 func (*InitWriterRequest) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{31}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{32}
 }
 
 type InitWriterResponse struct {
@@ -2259,7 +2395,7 @@ type InitWriterResponse struct {
 
 func (x *InitWriterResponse) Reset() {
 	*x = InitWriterResponse{}
-	mi := &file_strom_v1_tablet_proto_msgTypes[32]
+	mi := &file_strom_v1_tablet_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2271,7 +2407,7 @@ func (x *InitWriterResponse) String() string {
 func (*InitWriterResponse) ProtoMessage() {}
 
 func (x *InitWriterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_tablet_proto_msgTypes[32]
+	mi := &file_strom_v1_tablet_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2284,7 +2420,7 @@ func (x *InitWriterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitWriterResponse.ProtoReflect.Descriptor instead.
 func (*InitWriterResponse) Descriptor() ([]byte, []int) {
-	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{32}
+	return file_strom_v1_tablet_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *InitWriterResponse) GetWriterId() int64 {
@@ -2308,7 +2444,7 @@ const file_strom_v1_tablet_proto_rawDesc = "" +
 	"\x0elog_end_offset\x18\x02 \x01(\x03R\flogEndOffset\x12\x10\n" +
 	"\x03lag\x18\x03 \x01(\x03R\x03lag\x12\x17\n" +
 	"\ain_sync\x18\x04 \x01(\bR\x06inSync\x12)\n" +
-	"\x11caught_up_time_ms\x18\x05 \x01(\x03R\x0ecaughtUpTimeMs\"\xca\x02\n" +
+	"\x11caught_up_time_ms\x18\x05 \x01(\x03R\x0ecaughtUpTimeMs\"\x9b\x04\n" +
 	"\vBucketState\x12\x16\n" +
 	"\x06bucket\x18\x01 \x01(\x05R\x06bucket\x12+\n" +
 	"\x05error\x18\x02 \x01(\v2\x15.strom.v1.ErrorDetailR\x05error\x12\x16\n" +
@@ -2318,7 +2454,22 @@ const file_strom_v1_tablet_proto_rawDesc = "" +
 	"\x0ehigh_watermark\x18\x06 \x01(\x03R\rhighWatermark\x12(\n" +
 	"\x10log_start_offset\x18\a \x01(\x03R\x0elogStartOffset\x12$\n" +
 	"\x0elog_end_offset\x18\b \x01(\x03R\flogEndOffset\x122\n" +
-	"\breplicas\x18\t \x03(\v2\x16.strom.v1.ReplicaStateR\breplicas\"J\n" +
+	"\breplicas\x18\t \x03(\v2\x16.strom.v1.ReplicaStateR\breplicas\x125\n" +
+	"\x17remote_log_start_offset\x18\n" +
+	" \x01(\x03R\x14remoteLogStartOffset\x121\n" +
+	"\x15remote_log_end_offset\x18\v \x01(\x03R\x12remoteLogEndOffset\x12(\n" +
+	"\x10remote_log_bytes\x18\f \x01(\x03R\x0eremoteLogBytes\x12;\n" +
+	"\fkv_snapshots\x18\r \x03(\v2\x18.strom.v1.KvSnapshotInfoR\vkvSnapshots\"\xd7\x01\n" +
+	"\x0eKvSnapshotInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x1d\n" +
+	"\n" +
+	"log_offset\x18\x02 \x01(\x03R\tlogOffset\x12&\n" +
+	"\x0fcreated_time_ms\x18\x03 \x01(\x03R\rcreatedTimeMs\x12\x14\n" +
+	"\x05files\x18\x04 \x01(\x05R\x05files\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x05 \x01(\x03R\tsizeBytes\x12\x16\n" +
+	"\x06leader\x18\x06 \x01(\x05R\x06leader\x12!\n" +
+	"\fleader_epoch\x18\a \x01(\x05R\vleaderEpoch\"J\n" +
 	"\x17DescribeBucketsResponse\x12/\n" +
 	"\abuckets\x18\x01 \x03(\v2\x15.strom.v1.BucketStateR\abuckets\"?\n" +
 	"\vPutKvBucket\x12\x16\n" +
@@ -2492,103 +2643,105 @@ func file_strom_v1_tablet_proto_rawDescGZIP() []byte {
 }
 
 var file_strom_v1_tablet_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_strom_v1_tablet_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_strom_v1_tablet_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_strom_v1_tablet_proto_goTypes = []any{
 	(OffsetSpec)(0),                  // 0: strom.v1.OffsetSpec
 	(*DescribeBucketsRequest)(nil),   // 1: strom.v1.DescribeBucketsRequest
 	(*ReplicaState)(nil),             // 2: strom.v1.ReplicaState
 	(*BucketState)(nil),              // 3: strom.v1.BucketState
-	(*DescribeBucketsResponse)(nil),  // 4: strom.v1.DescribeBucketsResponse
-	(*PutKvBucket)(nil),              // 5: strom.v1.PutKvBucket
-	(*PutKvRequest)(nil),             // 6: strom.v1.PutKvRequest
-	(*PutKvResponse)(nil),            // 7: strom.v1.PutKvResponse
-	(*LookupBucket)(nil),             // 8: strom.v1.LookupBucket
-	(*LookupValue)(nil),              // 9: strom.v1.LookupValue
-	(*LookupRequest)(nil),            // 10: strom.v1.LookupRequest
-	(*LookupBucketResult)(nil),       // 11: strom.v1.LookupBucketResult
-	(*LookupResponse)(nil),           // 12: strom.v1.LookupResponse
-	(*PrefixLookupRequest)(nil),      // 13: strom.v1.PrefixLookupRequest
-	(*PrefixValues)(nil),             // 14: strom.v1.PrefixValues
-	(*PrefixLookupBucketResult)(nil), // 15: strom.v1.PrefixLookupBucketResult
-	(*PrefixLookupResponse)(nil),     // 16: strom.v1.PrefixLookupResponse
-	(*ScanKvRequest)(nil),            // 17: strom.v1.ScanKvRequest
-	(*ScanKvResponse)(nil),           // 18: strom.v1.ScanKvResponse
-	(*ProduceBucket)(nil),            // 19: strom.v1.ProduceBucket
-	(*ProduceLogRequest)(nil),        // 20: strom.v1.ProduceLogRequest
-	(*ProduceBucketResult)(nil),      // 21: strom.v1.ProduceBucketResult
-	(*ProduceLogResponse)(nil),       // 22: strom.v1.ProduceLogResponse
-	(*FetchBucket)(nil),              // 23: strom.v1.FetchBucket
-	(*FetchLogRequest)(nil),          // 24: strom.v1.FetchLogRequest
-	(*FetchBucketResult)(nil),        // 25: strom.v1.FetchBucketResult
-	(*FetchLogResponse)(nil),         // 26: strom.v1.FetchLogResponse
-	(*ListOffsetsRequest)(nil),       // 27: strom.v1.ListOffsetsRequest
-	(*BucketOffset)(nil),             // 28: strom.v1.BucketOffset
-	(*ListOffsetsResponse)(nil),      // 29: strom.v1.ListOffsetsResponse
-	(*LimitScanRequest)(nil),         // 30: strom.v1.LimitScanRequest
-	(*LimitScanResponse)(nil),        // 31: strom.v1.LimitScanResponse
-	(*InitWriterRequest)(nil),        // 32: strom.v1.InitWriterRequest
-	(*InitWriterResponse)(nil),       // 33: strom.v1.InitWriterResponse
-	(*ErrorDetail)(nil),              // 34: strom.v1.ErrorDetail
-	(*structpb.Struct)(nil),          // 35: google.protobuf.Struct
+	(*KvSnapshotInfo)(nil),           // 4: strom.v1.KvSnapshotInfo
+	(*DescribeBucketsResponse)(nil),  // 5: strom.v1.DescribeBucketsResponse
+	(*PutKvBucket)(nil),              // 6: strom.v1.PutKvBucket
+	(*PutKvRequest)(nil),             // 7: strom.v1.PutKvRequest
+	(*PutKvResponse)(nil),            // 8: strom.v1.PutKvResponse
+	(*LookupBucket)(nil),             // 9: strom.v1.LookupBucket
+	(*LookupValue)(nil),              // 10: strom.v1.LookupValue
+	(*LookupRequest)(nil),            // 11: strom.v1.LookupRequest
+	(*LookupBucketResult)(nil),       // 12: strom.v1.LookupBucketResult
+	(*LookupResponse)(nil),           // 13: strom.v1.LookupResponse
+	(*PrefixLookupRequest)(nil),      // 14: strom.v1.PrefixLookupRequest
+	(*PrefixValues)(nil),             // 15: strom.v1.PrefixValues
+	(*PrefixLookupBucketResult)(nil), // 16: strom.v1.PrefixLookupBucketResult
+	(*PrefixLookupResponse)(nil),     // 17: strom.v1.PrefixLookupResponse
+	(*ScanKvRequest)(nil),            // 18: strom.v1.ScanKvRequest
+	(*ScanKvResponse)(nil),           // 19: strom.v1.ScanKvResponse
+	(*ProduceBucket)(nil),            // 20: strom.v1.ProduceBucket
+	(*ProduceLogRequest)(nil),        // 21: strom.v1.ProduceLogRequest
+	(*ProduceBucketResult)(nil),      // 22: strom.v1.ProduceBucketResult
+	(*ProduceLogResponse)(nil),       // 23: strom.v1.ProduceLogResponse
+	(*FetchBucket)(nil),              // 24: strom.v1.FetchBucket
+	(*FetchLogRequest)(nil),          // 25: strom.v1.FetchLogRequest
+	(*FetchBucketResult)(nil),        // 26: strom.v1.FetchBucketResult
+	(*FetchLogResponse)(nil),         // 27: strom.v1.FetchLogResponse
+	(*ListOffsetsRequest)(nil),       // 28: strom.v1.ListOffsetsRequest
+	(*BucketOffset)(nil),             // 29: strom.v1.BucketOffset
+	(*ListOffsetsResponse)(nil),      // 30: strom.v1.ListOffsetsResponse
+	(*LimitScanRequest)(nil),         // 31: strom.v1.LimitScanRequest
+	(*LimitScanResponse)(nil),        // 32: strom.v1.LimitScanResponse
+	(*InitWriterRequest)(nil),        // 33: strom.v1.InitWriterRequest
+	(*InitWriterResponse)(nil),       // 34: strom.v1.InitWriterResponse
+	(*ErrorDetail)(nil),              // 35: strom.v1.ErrorDetail
+	(*structpb.Struct)(nil),          // 36: google.protobuf.Struct
 }
 var file_strom_v1_tablet_proto_depIdxs = []int32{
-	34, // 0: strom.v1.BucketState.error:type_name -> strom.v1.ErrorDetail
+	35, // 0: strom.v1.BucketState.error:type_name -> strom.v1.ErrorDetail
 	2,  // 1: strom.v1.BucketState.replicas:type_name -> strom.v1.ReplicaState
-	3,  // 2: strom.v1.DescribeBucketsResponse.buckets:type_name -> strom.v1.BucketState
-	5,  // 3: strom.v1.PutKvRequest.buckets:type_name -> strom.v1.PutKvBucket
-	35, // 4: strom.v1.PutKvRequest.rows:type_name -> google.protobuf.Struct
-	35, // 5: strom.v1.PutKvRequest.deletes:type_name -> google.protobuf.Struct
-	21, // 6: strom.v1.PutKvResponse.buckets:type_name -> strom.v1.ProduceBucketResult
-	8,  // 7: strom.v1.LookupRequest.buckets:type_name -> strom.v1.LookupBucket
-	35, // 8: strom.v1.LookupRequest.keys:type_name -> google.protobuf.Struct
-	9,  // 9: strom.v1.LookupBucketResult.values:type_name -> strom.v1.LookupValue
-	34, // 10: strom.v1.LookupBucketResult.error:type_name -> strom.v1.ErrorDetail
-	11, // 11: strom.v1.LookupResponse.buckets:type_name -> strom.v1.LookupBucketResult
-	35, // 12: strom.v1.LookupResponse.rows:type_name -> google.protobuf.Struct
-	8,  // 13: strom.v1.PrefixLookupRequest.buckets:type_name -> strom.v1.LookupBucket
-	35, // 14: strom.v1.PrefixLookupRequest.prefixes:type_name -> google.protobuf.Struct
-	14, // 15: strom.v1.PrefixLookupBucketResult.values:type_name -> strom.v1.PrefixValues
-	34, // 16: strom.v1.PrefixLookupBucketResult.error:type_name -> strom.v1.ErrorDetail
-	15, // 17: strom.v1.PrefixLookupResponse.buckets:type_name -> strom.v1.PrefixLookupBucketResult
-	35, // 18: strom.v1.PrefixLookupResponse.rows:type_name -> google.protobuf.Struct
-	35, // 19: strom.v1.ScanKvResponse.rows:type_name -> google.protobuf.Struct
-	19, // 20: strom.v1.ProduceLogRequest.buckets:type_name -> strom.v1.ProduceBucket
-	35, // 21: strom.v1.ProduceLogRequest.rows:type_name -> google.protobuf.Struct
-	34, // 22: strom.v1.ProduceBucketResult.error:type_name -> strom.v1.ErrorDetail
-	21, // 23: strom.v1.ProduceLogResponse.buckets:type_name -> strom.v1.ProduceBucketResult
-	23, // 24: strom.v1.FetchLogRequest.buckets:type_name -> strom.v1.FetchBucket
-	35, // 25: strom.v1.FetchBucketResult.rows:type_name -> google.protobuf.Struct
-	34, // 26: strom.v1.FetchBucketResult.error:type_name -> strom.v1.ErrorDetail
-	25, // 27: strom.v1.FetchLogResponse.buckets:type_name -> strom.v1.FetchBucketResult
-	0,  // 28: strom.v1.ListOffsetsRequest.spec:type_name -> strom.v1.OffsetSpec
-	34, // 29: strom.v1.BucketOffset.error:type_name -> strom.v1.ErrorDetail
-	28, // 30: strom.v1.ListOffsetsResponse.buckets:type_name -> strom.v1.BucketOffset
-	35, // 31: strom.v1.LimitScanResponse.rows:type_name -> google.protobuf.Struct
-	20, // 32: strom.v1.TabletService.ProduceLog:input_type -> strom.v1.ProduceLogRequest
-	24, // 33: strom.v1.TabletService.FetchLog:input_type -> strom.v1.FetchLogRequest
-	27, // 34: strom.v1.TabletService.ListOffsets:input_type -> strom.v1.ListOffsetsRequest
-	30, // 35: strom.v1.TabletService.LimitScan:input_type -> strom.v1.LimitScanRequest
-	32, // 36: strom.v1.TabletService.InitWriter:input_type -> strom.v1.InitWriterRequest
-	6,  // 37: strom.v1.TabletService.PutKv:input_type -> strom.v1.PutKvRequest
-	10, // 38: strom.v1.TabletService.Lookup:input_type -> strom.v1.LookupRequest
-	13, // 39: strom.v1.TabletService.PrefixLookup:input_type -> strom.v1.PrefixLookupRequest
-	17, // 40: strom.v1.TabletService.ScanKv:input_type -> strom.v1.ScanKvRequest
-	1,  // 41: strom.v1.TabletService.DescribeBuckets:input_type -> strom.v1.DescribeBucketsRequest
-	22, // 42: strom.v1.TabletService.ProduceLog:output_type -> strom.v1.ProduceLogResponse
-	26, // 43: strom.v1.TabletService.FetchLog:output_type -> strom.v1.FetchLogResponse
-	29, // 44: strom.v1.TabletService.ListOffsets:output_type -> strom.v1.ListOffsetsResponse
-	31, // 45: strom.v1.TabletService.LimitScan:output_type -> strom.v1.LimitScanResponse
-	33, // 46: strom.v1.TabletService.InitWriter:output_type -> strom.v1.InitWriterResponse
-	7,  // 47: strom.v1.TabletService.PutKv:output_type -> strom.v1.PutKvResponse
-	12, // 48: strom.v1.TabletService.Lookup:output_type -> strom.v1.LookupResponse
-	16, // 49: strom.v1.TabletService.PrefixLookup:output_type -> strom.v1.PrefixLookupResponse
-	18, // 50: strom.v1.TabletService.ScanKv:output_type -> strom.v1.ScanKvResponse
-	4,  // 51: strom.v1.TabletService.DescribeBuckets:output_type -> strom.v1.DescribeBucketsResponse
-	42, // [42:52] is the sub-list for method output_type
-	32, // [32:42] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	4,  // 2: strom.v1.BucketState.kv_snapshots:type_name -> strom.v1.KvSnapshotInfo
+	3,  // 3: strom.v1.DescribeBucketsResponse.buckets:type_name -> strom.v1.BucketState
+	6,  // 4: strom.v1.PutKvRequest.buckets:type_name -> strom.v1.PutKvBucket
+	36, // 5: strom.v1.PutKvRequest.rows:type_name -> google.protobuf.Struct
+	36, // 6: strom.v1.PutKvRequest.deletes:type_name -> google.protobuf.Struct
+	22, // 7: strom.v1.PutKvResponse.buckets:type_name -> strom.v1.ProduceBucketResult
+	9,  // 8: strom.v1.LookupRequest.buckets:type_name -> strom.v1.LookupBucket
+	36, // 9: strom.v1.LookupRequest.keys:type_name -> google.protobuf.Struct
+	10, // 10: strom.v1.LookupBucketResult.values:type_name -> strom.v1.LookupValue
+	35, // 11: strom.v1.LookupBucketResult.error:type_name -> strom.v1.ErrorDetail
+	12, // 12: strom.v1.LookupResponse.buckets:type_name -> strom.v1.LookupBucketResult
+	36, // 13: strom.v1.LookupResponse.rows:type_name -> google.protobuf.Struct
+	9,  // 14: strom.v1.PrefixLookupRequest.buckets:type_name -> strom.v1.LookupBucket
+	36, // 15: strom.v1.PrefixLookupRequest.prefixes:type_name -> google.protobuf.Struct
+	15, // 16: strom.v1.PrefixLookupBucketResult.values:type_name -> strom.v1.PrefixValues
+	35, // 17: strom.v1.PrefixLookupBucketResult.error:type_name -> strom.v1.ErrorDetail
+	16, // 18: strom.v1.PrefixLookupResponse.buckets:type_name -> strom.v1.PrefixLookupBucketResult
+	36, // 19: strom.v1.PrefixLookupResponse.rows:type_name -> google.protobuf.Struct
+	36, // 20: strom.v1.ScanKvResponse.rows:type_name -> google.protobuf.Struct
+	20, // 21: strom.v1.ProduceLogRequest.buckets:type_name -> strom.v1.ProduceBucket
+	36, // 22: strom.v1.ProduceLogRequest.rows:type_name -> google.protobuf.Struct
+	35, // 23: strom.v1.ProduceBucketResult.error:type_name -> strom.v1.ErrorDetail
+	22, // 24: strom.v1.ProduceLogResponse.buckets:type_name -> strom.v1.ProduceBucketResult
+	24, // 25: strom.v1.FetchLogRequest.buckets:type_name -> strom.v1.FetchBucket
+	36, // 26: strom.v1.FetchBucketResult.rows:type_name -> google.protobuf.Struct
+	35, // 27: strom.v1.FetchBucketResult.error:type_name -> strom.v1.ErrorDetail
+	26, // 28: strom.v1.FetchLogResponse.buckets:type_name -> strom.v1.FetchBucketResult
+	0,  // 29: strom.v1.ListOffsetsRequest.spec:type_name -> strom.v1.OffsetSpec
+	35, // 30: strom.v1.BucketOffset.error:type_name -> strom.v1.ErrorDetail
+	29, // 31: strom.v1.ListOffsetsResponse.buckets:type_name -> strom.v1.BucketOffset
+	36, // 32: strom.v1.LimitScanResponse.rows:type_name -> google.protobuf.Struct
+	21, // 33: strom.v1.TabletService.ProduceLog:input_type -> strom.v1.ProduceLogRequest
+	25, // 34: strom.v1.TabletService.FetchLog:input_type -> strom.v1.FetchLogRequest
+	28, // 35: strom.v1.TabletService.ListOffsets:input_type -> strom.v1.ListOffsetsRequest
+	31, // 36: strom.v1.TabletService.LimitScan:input_type -> strom.v1.LimitScanRequest
+	33, // 37: strom.v1.TabletService.InitWriter:input_type -> strom.v1.InitWriterRequest
+	7,  // 38: strom.v1.TabletService.PutKv:input_type -> strom.v1.PutKvRequest
+	11, // 39: strom.v1.TabletService.Lookup:input_type -> strom.v1.LookupRequest
+	14, // 40: strom.v1.TabletService.PrefixLookup:input_type -> strom.v1.PrefixLookupRequest
+	18, // 41: strom.v1.TabletService.ScanKv:input_type -> strom.v1.ScanKvRequest
+	1,  // 42: strom.v1.TabletService.DescribeBuckets:input_type -> strom.v1.DescribeBucketsRequest
+	23, // 43: strom.v1.TabletService.ProduceLog:output_type -> strom.v1.ProduceLogResponse
+	27, // 44: strom.v1.TabletService.FetchLog:output_type -> strom.v1.FetchLogResponse
+	30, // 45: strom.v1.TabletService.ListOffsets:output_type -> strom.v1.ListOffsetsResponse
+	32, // 46: strom.v1.TabletService.LimitScan:output_type -> strom.v1.LimitScanResponse
+	34, // 47: strom.v1.TabletService.InitWriter:output_type -> strom.v1.InitWriterResponse
+	8,  // 48: strom.v1.TabletService.PutKv:output_type -> strom.v1.PutKvResponse
+	13, // 49: strom.v1.TabletService.Lookup:output_type -> strom.v1.LookupResponse
+	17, // 50: strom.v1.TabletService.PrefixLookup:output_type -> strom.v1.PrefixLookupResponse
+	19, // 51: strom.v1.TabletService.ScanKv:output_type -> strom.v1.ScanKvResponse
+	5,  // 52: strom.v1.TabletService.DescribeBuckets:output_type -> strom.v1.DescribeBucketsResponse
+	43, // [43:53] is the sub-list for method output_type
+	33, // [33:43] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_strom_v1_tablet_proto_init() }
@@ -2597,15 +2750,15 @@ func file_strom_v1_tablet_proto_init() {
 		return
 	}
 	file_strom_v1_errors_proto_init()
-	file_strom_v1_tablet_proto_msgTypes[5].OneofWrappers = []any{}
-	file_strom_v1_tablet_proto_msgTypes[19].OneofWrappers = []any{}
+	file_strom_v1_tablet_proto_msgTypes[6].OneofWrappers = []any{}
+	file_strom_v1_tablet_proto_msgTypes[20].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strom_v1_tablet_proto_rawDesc), len(file_strom_v1_tablet_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   33,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
