@@ -1,10 +1,15 @@
 # The Strom image, built from source: `docker build -t strom .` (needs the golang image from a
-# registry). The final stage is the same as Dockerfile.local's, which packs a binary built on the
-# host instead (scripts/docker-test.sh, for machines without a registry); keep the two alike.
-ARG GO_VERSION=1.26
-FROM golang:${GO_VERSION} AS build
+# registry, or another Go image given as --build-arg GO_IMAGE=...; STROM_DOCKER_TEST_SOURCE=1
+# scripts/docker-test.sh builds this file with a stand-in). The final stage is the same as
+# Dockerfile.local's, which packs a binary built on the host instead (scripts/docker-test.sh, for
+# machines without a registry); keep the two alike.
+ARG GO_IMAGE=golang:1.26
+FROM ${GO_IMAGE} AS build
 WORKDIR /src
+# The modules first, so that a change of the source alone does not download them again (go.mod
+# replaces hashicorp/raft with the copy in third_party/).
 COPY go.mod go.sum ./
+COPY third_party third_party
 RUN go mod download
 COPY . .
 # A static binary: scratch has no libc. /out/data becomes the volume, owned by the image's user.
