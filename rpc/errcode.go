@@ -127,6 +127,9 @@ var sentinels = []struct {
 	{catalog.ErrSchemaNotExist, CodeSchemaNotExist},
 	{coordinator.ErrNotCoordinator, CodeNotCoordinator},
 	{coordinator.ErrNotEnoughServers, CodeInvalidReplication},
+	// The log's first: a node's FENCED_LEADER_EPOCH is rebuilt (ErrorOf) as the
+	// log's sentinel, which a follower's fetcher checks for a bucket's error.
+	{log.ErrFencedLeaderEpoch, CodeFencedLeaderEpoch},
 	{coordinator.ErrFencedLeaderEpoch, CodeFencedLeaderEpoch},
 	{coordinator.ErrInvalidUpdateVersion, CodeInvalidUpdateVersion},
 	{coordinator.ErrIneligibleReplica, CodeIneligibleReplica},
@@ -147,7 +150,6 @@ var sentinels = []struct {
 	{log.ErrOffsetOutOfRange, CodeOffsetOutOfRange},
 	{log.ErrOutOfOrderSequence, CodeOutOfOrderSequence},
 	{log.ErrRecordTooLarge, CodeRecordTooLarge},
-	{log.ErrFencedLeaderEpoch, CodeFencedLeaderEpoch},
 	{log.ErrClosed, CodeUnknownBucket},
 	{log.ErrCorruptSegment, CodeLogStorage},
 	{kv.ErrDeletionDisabled, CodeDeletionDisabled},
