@@ -148,18 +148,19 @@ func encodeFetchResponse(results []replica.BucketFetchResult) ([][]byte, int) {
 // batch of a bucket, returned whole even when over the budget.
 const fetchResponseSlack = 1 << 20
 
-// fetch calls FetchReplica on the node at addr: the request as Connect's
-// client sends it; the answer's body read once into a buffer of its length
-// and decoded in place (its batches are slices of that buffer). A response
-// longer than maxBody is refused.
-func fetchReplica(ctx context.Context, hc *http.Client, addr string, m *stromv1.FetchReplicaRequest, maxBody int64) ([]replica.BucketFetchResult, error) {
+// fetchReplica calls FetchReplica on the node at addr: the request as
+// Connect's client sends it; the answer's body read once into a buffer of
+// its length (reuse when it is large enough, else a new one) and decoded
+// in place (its batches are slices of that buffer, which is returned too).
+// A response longer than maxBody is refused.
+func fetchReplica(ctx context.Context, hc *http.Client, addr string, m *stromv1.FetchReplicaRequest, maxBody int64, reuse []byte) ([]replica.BucketFetchResult, []byte, error) {
 	body, err := proto.Marshal(m)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+fetchReplicaPath, bytes.NewReader(body))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	req.Header["Content-Type"] = []string{"application/proto"}
 	req.Header["Connect-Protocol-Version"] = []string{"1"}
@@ -168,30 +169,35 @@ func fetchReplica(ctx context.Context, hc *http.Client, addr string, m *stromv1.
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, rpc.RemoteErrorOf(connectErrorOf(resp))
+		return nil, nil, rpc.RemoteErrorOf(connectErrorOf(resp))
 	}
-	buf, err := readResponse(resp, maxBody)
+	buf, err := readResponse(resp, maxBody, reuse)
 	if err != nil {
-		return nil, fmt.Errorf("replica fetch from %s: %w", addr, err)
+		return nil, nil, fmt.Errorf("replica fetch from %s: %w", addr, err)
 	}
 	results, err := decodeFetchResponse(buf)
 	if err != nil {
-		return nil, fmt.Errorf("replica fetch from %s: %w", addr, err)
+		return nil, nil, fmt.Errorf("replica fetch from %s: %w", addr, err)
 	}
-	return results, nil
+	return results, buf, nil
 }
 
 // readResponse reads resp's body, at most maxBody bytes: at once into a
-// buffer of its declared length, else as it comes.
-func readResponse(resp *http.Response, maxBody int64) ([]byte, error) {
+// buffer of its declared length (reuse if it has the room), else as it
+// comes.
+func readResponse(resp *http.Response, maxBody int64, reuse []byte) ([]byte, error) {
 	if n := resp.ContentLength; n > maxBody {
 		return nil, fmt.Errorf("a response of %d bytes, over the %d bytes expected at most", n, maxBody)
 	} else if n >= 0 {
-		buf := make([]byte, n)
+		buf := reuse[:0]
+		if int64(cap(buf)) < n {
+			buf = make([]byte, n)
+		}
+		buf = buf[:n]
 		if _, err := io.ReadFull(resp.Body, buf); err != nil {
 			return nil, fmt.Errorf("read the response: %w", err)
 		}

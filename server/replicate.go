@@ -107,11 +107,14 @@ type replicaPeers struct {
 	s       *Server
 	http    *http.Client
 	clients *peerClients[stromv1connect.ReplicaServiceClient]
+
+	mu   sync.Mutex
+	bufs map[int32][]byte // by leader: the last fetch's answer, for the next to read into
 }
 
 func newReplicaPeers(s *Server) *replicaPeers {
 	hc := s.signedClient(16)
-	return &replicaPeers{s: s, http: hc, clients: newPeerClients(hc, stromv1connect.NewReplicaServiceClient)}
+	return &replicaPeers{s: s, http: hc, clients: newPeerClients(hc, stromv1connect.NewReplicaServiceClient), bufs: map[int32][]byte{}}
 }
 
 // peerClients keeps a Connect client of one service per node address, for
@@ -162,7 +165,10 @@ func (p *replicaPeers) addr(node int32) (string, error) {
 }
 
 // FetchReplica calls the leader's FetchReplica (fetchReplica: its batches
-// are read once, and not copied again).
+// are read once, and not copied again). The answer is read into the buffer
+// of the previous fetch from that leader, whose results are then
+// overwritten (replica.Peer allows it); a call while another to the same
+// leader runs takes a new one.
 func (p *replicaPeers) FetchReplica(ctx context.Context, leader int32, req replica.FetchRequest) ([]replica.BucketFetchResult, error) {
 	addr, err := p.addr(leader)
 	if err != nil {
@@ -178,7 +184,17 @@ func (p *replicaPeers) FetchReplica(ctx context.Context, leader int32, req repli
 	// The first batch of a bucket is returned whole, whatever the budget: a
 	// produced batch (bounded by the request size) or the changelog of an
 	// upserted one (-U and +U of each row: twice that).
-	return fetchReplica(ctx, p.http, addr, m, int64(req.MaxBytes)+2*p.s.cfg.MaxRequestBytes+fetchResponseSlack)
+	p.mu.Lock()
+	buf := p.bufs[leader]
+	delete(p.bufs, leader)
+	p.mu.Unlock()
+	results, buf, err := fetchReplica(ctx, p.http, addr, m, int64(req.MaxBytes)+2*p.s.cfg.MaxRequestBytes+fetchResponseSlack, buf)
+	if buf != nil {
+		p.mu.Lock()
+		p.bufs[leader] = buf
+		p.mu.Unlock()
+	}
+	return results, err
 }
 
 func (p *replicaPeers) OffsetForLeaderEpoch(ctx context.Context, leader int32, tb replica.TableBucket, currentEpoch, epoch int32) (int32, int64, error) {

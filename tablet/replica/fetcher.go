@@ -14,7 +14,10 @@ import (
 // ReplicaService, signed with the cluster secret).
 type Peer interface {
 	// FetchReplica sends a fetch to node leader (Manager.FetchAsLeader
-	// there).
+	// there). The batches of its results may be overwritten by the next
+	// FetchReplica to the same leader: the leader's one fetcher has applied
+	// them (appended, and handed to the KV, which copies what it keeps)
+	// before it fetches again.
 	FetchReplica(ctx context.Context, leader int32, req FetchRequest) ([]BucketFetchResult, error)
 	// OffsetForLeaderEpoch asks node leader where epoch ends in its log of
 	// tb (Manager.OffsetForLeaderEpoch there).
