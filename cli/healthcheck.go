@@ -5,12 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
-
-	"strom/server"
 )
 
 // newHealthcheckCmd is `strom healthcheck`: the container image's
@@ -28,13 +25,8 @@ func newHealthcheckCmd(g *globals) *cobra.Command {
 			"the listen address to both as STROM_API_LISTEN or in the config file.",
 		Args: exactArgs(0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg := server.DefaultConfig()
-			if configFile != "" {
-				if err := cfg.LoadFile(configFile); err != nil {
-					return err
-				}
-			}
-			if err := cfg.LoadEnv(os.LookupEnv); err != nil {
+			cfg, err := loadConfig(configFile)
+			if err != nil {
 				return err
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)

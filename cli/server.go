@@ -21,13 +21,8 @@ func newServerCmd() *cobra.Command {
 		Long:  serverLong(),
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg := server.DefaultConfig()
-			if configFile != "" {
-				if err := cfg.LoadFile(configFile); err != nil {
-					return err
-				}
-			}
-			if err := cfg.LoadEnv(os.LookupEnv); err != nil {
+			cfg, err := loadConfig(configFile)
+			if err != nil {
 				return err
 			}
 			for _, k := range server.Keys() {
@@ -60,6 +55,18 @@ func newServerCmd() *cobra.Command {
 		}
 	}
 	return cmd
+}
+
+// loadConfig is the defaults, then configFile (if not empty), then the
+// STROM_* variables: a node's configuration before its flags.
+func loadConfig(configFile string) (server.Config, error) {
+	cfg := server.DefaultConfig()
+	if configFile != "" {
+		if err := cfg.LoadFile(configFile); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, cfg.LoadEnv(os.LookupEnv)
 }
 
 func serverLong() string {
