@@ -55,8 +55,21 @@ func (c *Client) produceLog(ctx context.Context, n *node, m *stromv1.ProduceLogR
 	// that a Strom node can read the body in one buffer of the right size.
 	req.ContentLength = -1
 	req.GetBody = func() (io.ReadCloser, error) { return newProduceBody(m), nil }
+	req.Header[BodyLengthHeader] = []string{strconv.Itoa(body.size)}
+	out := &stromv1.ProduceLogResponse{}
+	if err := c.unary(ctx, req, 64<<20, nil, func(data []byte) error { return proto.Unmarshal(data, out) }); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// unary makes one call in Connect's unary protocol (binary protobuf over
+// HTTP) with req, whose body the caller has set, and hands the reply's
+// body, at most maxReply bytes, to decode: read into buf (nil: a new
+// buffer, which decode may keep). Errors come back as connect-go's do
+// (*connect.Error with their details), ready for Client.wrap.
+func (c *Client) unary(ctx context.Context, req *http.Request, maxReply int64, buf *bytes.Buffer, decode func([]byte) error) error {
 	h := req.Header
-	h[BodyLengthHeader] = []string{strconv.Itoa(body.size)}
 	h["Content-Type"] = []string{"application/proto"}
 	h["Connect-Protocol-Version"] = []string{"1"}
 	h["User-Agent"] = []string{"strom-go"}
@@ -68,28 +81,49 @@ func (c *Client) produceLog(ctx context.Context, n *node, m *stromv1.ProduceLogR
 	if err != nil {
 		switch {
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
-			return nil, connect.NewError(connect.CodeDeadlineExceeded, err)
+			return connect.NewError(connect.CodeDeadlineExceeded, err)
 		case ctx.Err() != nil:
-			return nil, connect.NewError(connect.CodeCanceled, err)
+			return connect.NewError(connect.CodeCanceled, err)
 		}
-		return nil, connect.NewError(connect.CodeUnavailable, err)
+		return connect.NewError(connect.CodeUnavailable, err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	data, err := readReply(resp, maxReply, buf)
 	if err != nil {
-		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("read reply: %w", err))
+		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("read reply: %w", err))
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, connectErrorFrom(resp, data)
+		return connectErrorFrom(resp, data)
 	}
 	if ct := resp.Header.Get("Content-Type"); ct != "application/proto" {
-		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("reply has content type %q, want application/proto", ct))
+		return connect.NewError(connect.CodeInternal, fmt.Errorf("reply has content type %q, want application/proto", ct))
 	}
-	out := &stromv1.ProduceLogResponse{}
-	if err := proto.Unmarshal(data, out); err != nil {
-		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("unmarshal reply: %w", err))
+	if err := decode(data); err != nil {
+		return connect.NewError(connect.CodeInternal, fmt.Errorf("unmarshal reply: %w", err))
 	}
-	return out, nil
+	return nil
+}
+
+// readReply reads a reply's body of at most limit bytes into buf (nil: a
+// new buffer, of the reply's Content-Length when it has one).
+func readReply(resp *http.Response, limit int64, buf *bytes.Buffer) ([]byte, error) {
+	if buf != nil {
+		buf.Reset()
+		if n := resp.ContentLength; n > 0 && n <= limit {
+			buf.Grow(int(n))
+		}
+		_, err := buf.ReadFrom(io.LimitReader(resp.Body, limit))
+		return buf.Bytes(), err
+	}
+	if n := resp.ContentLength; n >= 0 {
+		if n > limit {
+			return nil, fmt.Errorf("%d bytes, more than the %d a reply may have", n, limit)
+		}
+		data := make([]byte, n)
+		_, err := io.ReadFull(resp.Body, data)
+		return data, err
+	}
+	return io.ReadAll(io.LimitReader(resp.Body, limit))
 }
 
 // produceBody is the protobuf encoding of a ProduceLogRequest as a reader:

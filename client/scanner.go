@@ -412,7 +412,7 @@ func (s *LogScanner) sendLocked() {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			results, err := s.fetch(s.ctx, bs, pos)
+			results, release, err := s.fetch(s.ctx, bs, pos)
 			if err != nil {
 				// No node answered within the retry timeout: each bucket
 				// has the error, and keeps its position.
@@ -427,6 +427,7 @@ func (s *LogScanner) sendLocked() {
 				done[i].f, done[i].next = s.decode(r, pos[r.Bucket])
 				done[i].epoch, done[i].failed = epochs[r.Bucket], err
 			}
+			release() // the batches are decoded: the replies' buffers go back
 			s.mu.Lock()
 			delete(s.mu.busy, n)
 			for _, b := range bs {
@@ -467,8 +468,14 @@ func (s *LogScanner) Close() {
 // buckets that error as their result; when every call fails, the fetch is
 // tried again (after a metadata refresh where the error says so) while the
 // error is retriable, as callSeed does, and the last error is returned.
-func (s *LogScanner) fetch(ctx context.Context, buckets []int32, pos map[int32]int64) ([]*stromv1.FetchBucketResult, error) {
-	return retry(ctx, time.Now().Add(s.t.c.retryTimeout), s.t.c.onRetry, func(ctx context.Context) ([]*stromv1.FetchBucketResult, error) {
+func (s *LogScanner) fetch(ctx context.Context, buckets []int32, pos map[int32]int64) (_ []*stromv1.FetchBucketResult, release func(), _ error) {
+	var releases []func() // of the replies answered, whose records alias them
+	release = func() {
+		for _, r := range releases {
+			r()
+		}
+	}
+	out, err := retry(ctx, time.Now().Add(s.t.c.retryTimeout), s.t.c.onRetry, func(ctx context.Context) ([]*stromv1.FetchBucketResult, error) {
 		r, groups := s.t.byLeader(buckets)
 		var mu sync.Mutex
 		var out []*stromv1.FetchBucketResult
@@ -481,7 +488,7 @@ func (s *LogScanner) fetch(ctx context.Context, buckets []int32, pos map[int32]i
 			for _, b := range bs {
 				req.Buckets = append(req.Buckets, &stromv1.FetchBucket{Bucket: b, Offset: pos[b], MaxBytes: s.cfg.bucketMaxBytes})
 			}
-			resp, err := callOnce(ctx, n, n.tablet.FetchLog, req)
+			resp, rel, err := s.t.c.fetchLog(ctx, n, req)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -493,6 +500,7 @@ func (s *LogScanner) fetch(ctx context.Context, buckets []int32, pos map[int32]i
 				}
 				return
 			}
+			releases = append(releases, rel)
 			for _, res := range resp.Buckets {
 				if res.Error != nil {
 					s.t.reroute(ctx, r, res.Bucket, detailError(res.Error))
@@ -505,6 +513,7 @@ func (s *LogScanner) fetch(ctx context.Context, buckets []int32, pos map[int32]i
 		}
 		return out, nil
 	})
+	return out, release, err
 }
 
 // errorDetail is err as a bucket's ErrorDetail.

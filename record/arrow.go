@@ -424,7 +424,8 @@ func DecodeArrowBatch(b Batch, s Schema, mem memory.Allocator) (*ArrowBatch, err
 		}
 		return nil, fmt.Errorf("record: decode Arrow batch: %w", err)
 	}
-	ab := &ArrowBatch{schema: s, rec: rec, changeTypes: changeTypes, readers: make([]func(int) any, len(s.Columns))}
+	// A copy: b may be a reply's buffer reused once its batches are decoded.
+	ab := &ArrowBatch{schema: s, rec: rec, changeTypes: slices.Clone(changeTypes), readers: make([]func(int) any, len(s.Columns))}
 	for i, c := range s.Columns {
 		ab.readers[i] = newReader(rec.Column(i), c.Type)
 	}

@@ -634,3 +634,29 @@ func TestArrowBuilderReserve(t *testing.T) {
 		t.Fatal("a builder that reserved room built another batch")
 	}
 }
+
+// A decoded batch refers to nothing of the bytes it was decoded from (a
+// client reuses a reply's buffer once its batches are decoded): before,
+// its change types were a slice of them.
+func TestDecodedArrowBatchOwnsItsMemory(t *testing.T) {
+	s, rows, _ := benchDataset(t)
+	rows = rows[:50]
+	cts := make([]ChangeType, len(rows))
+	for i := range cts {
+		cts[i] = []ChangeType{Insert, UpdateBefore, Delete}[i%3]
+	}
+	b := buildArrow(t, s, rows, cts, ArrowCompression{Type: CompressionNone}, nil)
+	ab, err := DecodeArrowBatch(b, s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ab.Release()
+	for i := range b {
+		b[i] = 0xff
+	}
+	for i := range rows {
+		if ab.ChangeType(i) != cts[i] || fmt.Sprint(ab.Row(i)) != fmt.Sprint(rows[i]) {
+			t.Fatalf("row %d changed with the bytes it was decoded from: %v %v", i, ab.ChangeType(i), ab.Row(i))
+		}
+	}
+}
