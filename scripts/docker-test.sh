@@ -49,12 +49,13 @@ cleanup() {
     docker rmi "$IMAGE" "$GO_IMAGE" >/dev/null 2>&1
   fi
   if [ -n "$DOCKERD_PID" ]; then
-    kill -TERM "$DOCKERD_PID" 2>/dev/null
-    for _ in $(seq 1 300); do kill -0 "$DOCKERD_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$DOCKERD_PID" 2>/dev/null
+    if kill -TERM "$DOCKERD_PID" 2>/dev/null; then
+      for _ in $(seq 1 300); do kill -0 "$DOCKERD_PID" 2>/dev/null || break; sleep 0.1; done
+      kill -KILL "$DOCKERD_PID" 2>/dev/null
+      log "stopped the dockerd it started"
+    fi
     # What it left mounted (the network namespace it keeps under --exec-root).
     awk -v d="$DIR/" 'index($2, d) == 1 { print $2 }' /proc/mounts | sort -r | while read -r m; do umount "$m"; done
-    log "stopped the dockerd it started"
   fi
   rm -rf "$DIR"
   exit $rc
