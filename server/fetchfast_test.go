@@ -26,15 +26,7 @@ import (
 // same replies byte for byte: status, content type and body, batches and
 // per-bucket errors included.
 func TestFetchFastPathAnswersAsConnect(t *testing.T) {
-	s := startServer(t, testConfig(t, t.TempDir()))
-	const ddl = "id BIGINT NOT NULL, name STRING"
-	info := createTable(t, s, "demo", "events", ddl, 2)
-	waitReplicas(t, s, info)
-	schema := schemaOf(t, ddl)
-	r, err := s.replicas.Replica(replicaTB(info.TableId, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, info, schema, r := leaderWithTable(t, 2)
 	for i := range 3 {
 		if _, err := r.Append(context.Background(), buildBatch(t, schema, info.SchemaId, record.Row{int64(i), "a"}, record.Row{int64(i), "b"}), -1); err != nil {
 			t.Fatal(err)
@@ -76,15 +68,7 @@ func TestFetchFastPathAnswersAsConnect(t *testing.T) {
 		{name: "not ready", notReady: true, body: fetch(&stromv1.FetchReplicaBucket{TableId: info.TableId, LeaderEpoch: epoch, MaxBytes: 1 << 20})},
 	}
 	do := func(h http.Handler, body []byte, header map[string]string) *httptest.ResponseRecorder {
-		req := httptest.NewRequest(http.MethodPost, fetchReplicaPath, bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/proto")
-		req.Header.Set("Connect-Protocol-Version", "1")
-		for k, v := range header {
-			req.Header.Set(k, v)
-		}
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		return rec
+		return callUnary(h, fetchReplicaPath, body, header)
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -127,15 +111,8 @@ func TestFetchFastPathAnswersAsConnect(t *testing.T) {
 // batches, offsets and bucket errors alike, and the errors of a failed
 // call are the node's domain errors.
 func TestReplicaPeersFetch(t *testing.T) {
-	s := startServer(t, testConfig(t, t.TempDir()))
-	const ddl = "id BIGINT NOT NULL, name STRING"
-	info := createTable(t, s, "demo", "events", ddl, 1)
-	waitReplicas(t, s, info)
-	r, err := s.replicas.Replica(replicaTB(info.TableId, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	batch := buildBatch(t, schemaOf(t, ddl), info.SchemaId, record.Row{int64(1), "a"})
+	s, info, schema, r := leaderWithTable(t, 1)
+	batch := buildBatch(t, schema, info.SchemaId, record.Row{int64(1), "a"})
 	for range 2 {
 		if _, err := r.Append(context.Background(), batch, -1); err != nil {
 			t.Fatal(err)
@@ -190,7 +167,8 @@ func TestReplicaPeersFetch(t *testing.T) {
 	if !errors.Is(err, rpc.ErrNotReady) {
 		t.Errorf("a node not ready: %v, want ErrNotReady", err)
 	}
-	unsigned := &replicaPeers{s: s, http: http.DefaultClient}
+	unsigned := newReplicaPeers(s)
+	unsigned.http = http.DefaultClient
 	if _, err := unsigned.FetchReplica(context.Background(), 1, req); err == nil || !strings.Contains(err.Error(), "401") {
 		t.Errorf("an unsigned call: %v, want HTTP 401", err)
 	}
@@ -201,14 +179,7 @@ func TestReplicaPeersFetch(t *testing.T) {
 // new buffer each time (as before the buffer was reused) and into the
 // previous answer's (as replicaPeers does); compare the two in one run.
 func BenchmarkFetchReplicaAnswer(b *testing.B) {
-	s := startServer(b, testConfig(b, b.TempDir()))
-	const ddl = "id BIGINT NOT NULL, name STRING"
-	info := createTable(b, s, "demo", "events", ddl, 1)
-	waitReplicas(b, s, info)
-	r, err := s.replicas.Replica(replicaTB(info.TableId, 0))
-	if err != nil {
-		b.Fatal(err)
-	}
+	s, info, schema, r := leaderWithTable(b, 1)
 	var rows []record.Row
 	rnd := rand.New(rand.NewPCG(1, 2))
 	for i := range 1000 {
@@ -218,7 +189,7 @@ func BenchmarkFetchReplicaAnswer(b *testing.B) {
 		}
 		rows = append(rows, record.Row{int64(i), string(name)})
 	}
-	if _, err := r.Append(context.Background(), buildBatch(b, schemaOf(b, ddl), info.SchemaId, rows...), -1); err != nil {
+	if _, err := r.Append(context.Background(), buildBatch(b, schema, info.SchemaId, rows...), -1); err != nil {
 		b.Fatal(err)
 	}
 	p := newReplicaPeers(s)
@@ -239,4 +210,20 @@ func BenchmarkFetchReplicaAnswer(b *testing.B) {
 			}
 		})
 	}
+}
+
+// leaderWithTable starts a node with a log table demo.events (id BIGINT,
+// name STRING) of the given buckets, and returns its schema and the
+// replica of bucket 0, which the node leads.
+func leaderWithTable(t testing.TB, buckets int32) (*Server, *stromv1.TableInfo, record.Schema, *replica.Replica) {
+	t.Helper()
+	s := startServer(t, testConfig(t, t.TempDir()))
+	const ddl = "id BIGINT NOT NULL, name STRING"
+	info := createTable(t, s, "demo", "events", ddl, buckets)
+	waitReplicas(t, s, info)
+	r, err := s.replicas.Replica(replicaTB(info.TableId, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, info, schemaOf(t, ddl), r
 }

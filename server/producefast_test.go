@@ -86,15 +86,7 @@ func TestProduceFastPathAnswersAsConnect(t *testing.T) {
 	cases[5].body = withRows
 
 	do := func(h http.Handler, body []byte, header map[string]string) *httptest.ResponseRecorder {
-		req := httptest.NewRequest(http.MethodPost, stromv1connect.TabletServiceProduceLogProcedure, bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/proto")
-		req.Header.Set("Connect-Protocol-Version", "1")
-		for k, v := range header {
-			req.Header.Set(k, v)
-		}
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		return rec
+		return callUnary(h, stromv1connect.TabletServiceProduceLogProcedure, body, header)
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -181,6 +173,20 @@ func TestConnectClientsTakeTheFastPath(t *testing.T) {
 			t.Errorf("%s: connect-go's call did not take the fast path", name)
 		}
 	}
+}
+
+// callUnary sends h a call to path in Connect's unary protocol with a
+// binary protobuf body, and header's extra headers.
+func callUnary(h http.Handler, path string, body []byte, header map[string]string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/proto")
+	req.Header.Set("Connect-Protocol-Version", "1")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
 }
 
 // rowsOf parses JSON objects into the rows field of a request.
