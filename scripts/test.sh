@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 step() { printf '\n== %s\n' "$*"; }
 
 step "gofmt"
-unformatted=$(find . -name '*.go' -not -path './rpc/gen/*' -not -path './.git/*' -print0 | xargs -0 gofmt -l)
+unformatted=$(find . -name '*.go' -not -path './rpc/gen/*' -not -path './fluss/gen/*' -not -path './.git/*' -print0 | xargs -0 gofmt -l)
 if [ -n "$unformatted" ]; then
   echo "gofmt would change these files (run gofmt -w):"; echo "$unformatted"; exit 1
 fi
@@ -29,9 +29,12 @@ step "buf lint and generated code"
 go tool buf lint
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 go tool buf generate -o "$tmp"
-if ! diff -r "$tmp/rpc/gen" rpc/gen; then
-  echo "rpc/gen is stale: run scripts/gen.sh and commit the result"; exit 1
-fi
+go tool buf generate --template buf.gen.fluss.yaml -o "$tmp"
+for d in rpc/gen fluss/gen; do
+  if ! diff -r "$tmp/$d" "$d"; then
+    echo "$d is stale: run scripts/gen.sh and commit the result"; exit 1
+  fi
+done
 
 step "a private ZooKeeper for the shim's differential tests"
 # Installs Debian's zookeeper package when missing; the tests compare the

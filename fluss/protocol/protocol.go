@@ -1,0 +1,59 @@
+// Package protocol holds Apache Fluss 0.9.1's protocol tables as Go: the API
+// keys with their version ranges (ApiKeys.java) and the error codes
+// (Errors.java). The tables are generated from those files at tag
+// v0.9.1-incubating (fluss/DESIGN.md); this file holds the lookups.
+package protocol
+
+import "fmt"
+
+// APIKey is a Fluss API key, the int16 in every request header.
+type APIKey int16
+
+// APIInfo is one row of Fluss's ApiKeys table.
+type APIInfo struct {
+	Key  APIKey
+	Name string // Fluss's enum name, e.g. "API_VERSIONS"
+	// MinVersion and MaxVersion are the versions Fluss 0.9.1 supports.
+	MinVersion, MaxVersion int16
+	// Public is false for the keys Fluss uses only between its own servers.
+	Public bool
+}
+
+// Info returns the row of key, false when Fluss 0.9.1 has no such key.
+func Info(key APIKey) (APIInfo, bool) {
+	i := int(key) - int(ApiVersions)
+	if i < 0 || i >= len(apiKeys) || apiKeys[i].Key != key {
+		return APIInfo{}, false
+	}
+	return apiKeys[i], true
+}
+
+// APIKeys returns a copy of Fluss 0.9.1's whole ApiKeys table in key order.
+func APIKeys() []APIInfo { return append([]APIInfo(nil), apiKeys...) }
+
+// String returns Fluss's name and id, e.g. "API_VERSIONS(1000)", or
+// "UNKNOWN(<id>)" for a key Fluss 0.9.1 does not have.
+func (k APIKey) String() string {
+	if info, ok := Info(k); ok {
+		return fmt.Sprintf("%s(%d)", info.Name, int16(k))
+	}
+	return fmt.Sprintf("UNKNOWN(%d)", int16(k))
+}
+
+// ErrorCode is a Fluss error code, ErrorResponse.error_code.
+type ErrorCode int32
+
+type errorInfo struct{ name, message string }
+
+// String returns Fluss's name of the code, e.g. "TABLE_NOT_EXIST", or
+// "UNKNOWN(<code>)" for a code Fluss 0.9.1 does not have.
+func (c ErrorCode) String() string {
+	if e, ok := errorCodes[c]; ok {
+		return e.name
+	}
+	return fmt.Sprintf("UNKNOWN(%d)", int32(c))
+}
+
+// DefaultMessage returns Fluss's default message for the code (empty for None
+// and for unknown codes).
+func (c ErrorCode) DefaultMessage() string { return errorCodes[c].message }
