@@ -65,6 +65,15 @@ func (s *Server) countOut(r *replica.Replica, rows, bytes int) {
 	s.metrics.traffic.Out(rows, bytes)
 }
 
+// countServed counts what the passes of a fetch's response served.
+func (s *Server) countServed(pass []served) {
+	for _, sv := range pass {
+		if sv.r != nil {
+			s.countOut(sv.r, sv.rows, sv.bytes)
+		}
+	}
+}
+
 // watchLeaderChanges counts, from raft's observations, the metadata
 // leaders this node sees elected. The filter counts and drops every
 // observation, so the observer needs no channel nor goroutine.

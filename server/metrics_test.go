@@ -321,3 +321,61 @@ func TestMetricsShowTheKVSnapshot(t *testing.T) {
 		t.Errorf("snapshot age %v", v)
 	}
 }
+
+// A long-polling fetch that reads again after new data woke it counts what
+// its answer carries, not every read: the rows and bytes out are those of
+// the batches sent, once.
+func TestLongPollFetchCountsWhatItAnswers(t *testing.T) {
+	s := startServer(t, testConfig(t, t.TempDir()))
+	const ddl = "id BIGINT"
+	info := createTable(t, s, "demo", "lp", ddl, 1)
+	waitReplicas(t, s, info)
+	ctx := t.Context()
+	c := tabletClient(s)
+	produce := func(rows ...record.Row) int {
+		t.Helper()
+		b := buildBatch(t, schemaOf(t, ddl), info.SchemaId, rows...)
+		if _, err := c.ProduceLog(ctx, connect.NewRequest(&stromv1.ProduceLogRequest{Database: "demo", Table: "lp",
+			Buckets: []*stromv1.ProduceBucket{{Bucket: 0, Records: b}}})); err != nil {
+			t.Fatal(err)
+		}
+		return len(b)
+	}
+	sent := produce(record.Row{int64(1)}, record.Row{int64(2)})
+	got := make(chan *stromv1.FetchLogResponse, 1)
+	go func() {
+		// More bytes than there will be: the fetch waits out its time.
+		resp, err := c.FetchLog(ctx, connect.NewRequest(&stromv1.FetchLogRequest{
+			Database: "demo", Table: "lp", MinBytes: 1 << 20, MaxWaitMs: 1000, Buckets: []*stromv1.FetchBucket{{Bucket: 0, Offset: 0}},
+		}))
+		if err != nil {
+			t.Error(err)
+			got <- nil
+			return
+		}
+		got <- resp.Msg
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.longPolls.Load() == 0 { // the fetch has read the first batch and waits
+		if time.Now().After(deadline) {
+			t.Fatal("the fetch never waited")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	sent += produce(record.Row{int64(3)}) // wakes it: it reads both batches again
+	resp := <-got
+	if resp == nil {
+		t.FailNow()
+	}
+	if n := len(resp.Buckets[0].Records); n != sent {
+		t.Fatalf("answer holds %d bytes of batches, want both batches' %d", n, sent)
+	}
+	fams := scrape(t, s)
+	lb := []string{"table", "demo.lp", "bucket", "0"}
+	if v := mustValue(t, fams, "strom_tablet_bytes_out_total", lb...); v != float64(sent) {
+		t.Errorf("bytes out %v, want the %d sent", v, sent)
+	}
+	if v := mustValue(t, fams, "strom_tablet_messages_out_total", lb...); v != 3 {
+		t.Errorf("rows out %v, want 3", v)
+	}
+}

@@ -333,26 +333,31 @@ func (h *tabletHandler) FetchLog(ctx context.Context, req *connect.Request[strom
 	wait := min(time.Duration(m.MaxWaitMs)*time.Millisecond, maxFetchWait)
 	deadline := time.Now().Add(wait)
 
+	var servedBuf [8]served // on the stack for fetches of up to 8 buckets
 	for {
 		resp := &stromv1.FetchLogResponse{SchemaId: t.SchemaID, Columns: schema.ColumnNames()}
 		total, rows := 0, 0
 		var wake []<-chan struct{}
+		pass := servedBuf[:0]
 		for _, fb := range m.Buckets {
-			res, n, advanced := h.fetchBucket(t, fb, cols, schema, asJSON, maxBytes-total, h.s.cfg.FetchJSONMaxRows-rows)
+			res, sv, advanced := h.fetchBucket(t, fb, cols, schema, asJSON, maxBytes-total, h.s.cfg.FetchJSONMaxRows-rows)
 			resp.Buckets = append(resp.Buckets, res)
-			total += n
+			pass = append(pass, sv)
+			total += sv.bytes
 			rows += len(res.Rows)
 			if advanced != nil {
 				wake = append(wake, advanced)
 			}
 		}
 		if total >= minBytes || wait <= 0 || time.Now().After(deadline) || len(wake) == 0 {
+			h.s.countServed(pass)
 			return connect.NewResponse(resp), nil
 		}
 		h.s.longPolls.Add(1)
 		err := waitAny(ctx, h.s.stopping, wake, time.Until(deadline))
 		h.s.longPolls.Add(-1)
 		if err != nil {
+			h.s.countServed(pass)
 			return connect.NewResponse(resp), nil // the wait ran out or the node is stopping: answer with what there is
 		}
 	}
@@ -362,20 +367,28 @@ func (h *tabletHandler) FetchLog(ctx context.Context, req *connect.Request[strom
 // offset still stored (Fluss's EARLIEST_OFFSET).
 const fetchEarliestOffset = -2
 
+// served is what fetchBucket read of a bucket for a response: the rows and
+// bytes of its batches, counted for /metrics once the response is sent (a
+// long poll woken by new data reads again and sends only the later read).
+type served struct {
+	r           *replica.Replica
+	rows, bytes int
+}
+
 // fetchBucket reads one bucket, within budget bytes and, as JSON, rowBudget
-// rows. It returns the result, the bytes it holds, and a channel that
-// closes when the bucket has more (nil on error).
+// rows. It returns the result, what it holds, and a channel that closes
+// when the bucket has more (nil on error).
 //
 // A stored batch that cannot be served (its CRC does not match, or it does
 // not project or decode) ends the result before it; when it is the first,
 // the result is a *log.CorruptRecordError naming its offsets, with
 // NextOffset past it, so that a consumer may skip it (see client.SkipCorrupt).
-func (h *tabletHandler) fetchBucket(t catalog.Table, fb *stromv1.FetchBucket, cols []int, schema record.Schema, asJSON bool, budget, rowBudget int) (*stromv1.FetchBucketResult, int, <-chan struct{}) {
+func (h *tabletHandler) fetchBucket(t catalog.Table, fb *stromv1.FetchBucket, cols []int, schema record.Schema, asJSON bool, budget, rowBudget int) (*stromv1.FetchBucketResult, served, <-chan struct{}) {
 	res := &stromv1.FetchBucketResult{Bucket: fb.Bucket, NextOffset: fb.Offset}
 	r, err := h.replica(t, fb.Bucket)
 	if err != nil {
 		res.Error = rpc.Detail(err)
-		return res, 0, nil
+		return res, served{}, nil
 	}
 	offset := fb.Offset
 	if offset == fetchEarliestOffset {
@@ -392,23 +405,22 @@ func (h *tabletHandler) fetchBucket(t catalog.Table, fb *stromv1.FetchBucket, co
 	res.HighWatermark, res.LogStartOffset = rr.HighWatermark, rr.LogStartOffset
 	if err != nil {
 		h.fail(res, fb.Bucket, err)
-		return res, 0, nil
+		return res, served{}, nil
 	}
 	var out []byte
-	n, served := 0, 0 // bytes and rows
-	defer func() { h.s.countOut(r, served, n) }()
+	n, count := 0, 0 // bytes and rows served
 	for data := rr.Batches; len(data) > 0; {
 		var b record.Batch
 		if b, data, err = record.NextBatch(data); err != nil {
 			// The log returns whole batches: this is not a batch to skip.
 			res.Error = rpc.Detail(fmt.Errorf("bucket %d: stored batch at offset %d: %w", fb.Bucket, res.NextOffset, err))
-			return res, n, nil
+			return res, served{r, count, n}, nil
 		}
 		if count := int(b.RecordCount()); asJSON && len(res.Rows)+count > rowBudget {
 			if res.NextOffset == offset && count > h.s.cfg.FetchJSONMaxRows {
 				res.Error = rpc.Detail(fmt.Errorf("%w: bucket %d: the batch at offset %d holds %d rows, over fetch.json.max-rows (%d) for one JSON response; fetch it as Arrow batches or raise the key",
 					rpc.ErrLimitExceeded, fb.Bucket, b.BaseOffset(), count, h.s.cfg.FetchJSONMaxRows))
-				return res, 0, nil
+				return res, served{}, nil
 			}
 			break // the next fetch starts at it
 		}
@@ -420,11 +432,11 @@ func (h *tabletHandler) fetchBucket(t catalog.Table, fb *stromv1.FetchBucket, co
 				break // serve what precedes it; the next fetch starts at it
 			}
 			h.fail(res, fb.Bucket, &log.CorruptRecordError{Offset: b.BaseOffset(), NextOffset: b.NextOffset(), Err: err})
-			return res, 0, nil
+			return res, served{}, nil
 		}
 		res.Rows = append(res.Rows, rows...)
 		res.NextOffset = b.NextOffset()
-		served += int(b.RecordCount())
+		count += int(b.RecordCount())
 		if asJSON {
 			n += b.Size()
 		} else {
@@ -434,7 +446,7 @@ func (h *tabletHandler) fetchBucket(t catalog.Table, fb *stromv1.FetchBucket, co
 	if !asJSON {
 		res.Records = out
 	}
-	return res, n, advanced
+	return res, served{r, count, n}, advanced
 }
 
 // fail sets res's error; for offsets that cannot be served, NextOffset is
