@@ -65,8 +65,9 @@
 #
 # Time on the shared 2-core box (2026-12-01): check ~15-20 s per target once installed (three
 # JVMs start; the cluster is ready in ~6 s), plus ~12 s for the first mvn resolve; survive ~50 s
-# per target (two checks, the waits for session expiry); cluster 33-189 s (20 runs, three nodes). A CoordinatorServer that cannot keep its
-# ZooKeeper session exits after ~45 s, one that hangs fails after the 90 s readiness timeout.
+# per target (two checks, the waits for session expiry; 67-134 s for strom in 20 runs at a load
+# of 10-15); cluster 28-189 s (three nodes). A CoordinatorServer that cannot keep its ZooKeeper
+# session exits after ~45 s, one that hangs fails after the 90 s readiness timeout.
 # scripts/test.sh (so CI) runs `both` (against its private ZooKeeper), `cluster` and `survive both`.
 #
 # Env: FLUSS_VERSION (0.9.1-incubating), FLUSS_PATCH (1: with apache/fluss#2710, above), ROWS
