@@ -11,7 +11,7 @@
 # A target is PACKAGE:NAME with PACKAGE relative to the module. The default is
 # record:FuzzArrowServable: any batch ProduceLog's validation accepts is
 # served by full, projected and JSON fetches. "all" adds the Arrow decoders'
-# targets. Run it under nice on a shared machine.
+# targets and the Fluss frame decoders'. Run it under nice on a shared machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,7 +25,8 @@ done
 shift $((OPTIND - 1))
 
 all=(record:FuzzArrowServable record:FuzzDecodeArrowBatch
-  record/arrowmsg:FuzzParse record/arrowmsg:FuzzProject record/arrowmsg:FuzzDecode)
+  record/arrowmsg:FuzzParse record/arrowmsg:FuzzProject record/arrowmsg:FuzzDecode
+  fluss/wire:FuzzDecode)
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(record:FuzzArrowServable)

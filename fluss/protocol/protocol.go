@@ -4,7 +4,16 @@
 // v0.9.1-incubating (fluss/DESIGN.md); this file holds the lookups.
 package protocol
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
+	_ "strom/fluss/gen/flusspb" // registers Fluss's messages for Messages
+)
 
 // APIKey is a Fluss API key, the int16 in every request header.
 type APIKey int16
@@ -57,3 +66,32 @@ func (c ErrorCode) String() string {
 // DefaultMessage returns Fluss's default message for the code (empty for None
 // and for unknown codes).
 func (c ErrorCode) DefaultMessage() string { return errorCodes[c].message }
+
+// messageStem is the prefix of a key's message names where it is not the
+// key's name in CamelCase (from the @RPC annotations of Fluss's gateways).
+var messageStem = map[APIKey]string{
+	GetMetadata:                "Metadata",
+	GetFilesystemSecurityToken: "GetFileSystemSecurityToken",
+}
+
+// Messages returns new, empty request and response messages of key, as
+// Fluss's gateways pair them (e.g. PRODUCE_LOG: ProduceLogRequest and
+// ProduceLogResponse); false for a key Fluss 0.9.1 does not have.
+func Messages(key APIKey) (req, resp proto.Message, ok bool) {
+	info, ok := Info(key)
+	if !ok {
+		return nil, nil, false
+	}
+	stem := messageStem[key]
+	if stem == "" {
+		for _, w := range strings.Split(strings.ToLower(info.Name), "_") {
+			stem += strings.ToUpper(w[:1]) + w[1:]
+		}
+	}
+	reqType, err1 := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName("fluss." + stem + "Request"))
+	respType, err2 := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName("fluss." + stem + "Response"))
+	if err1 != nil || err2 != nil {
+		return nil, nil, false
+	}
+	return reqType.New().Interface(), respType.New().Interface(), true
+}

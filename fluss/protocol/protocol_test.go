@@ -73,3 +73,22 @@ func TestTables(t *testing.T) {
 		t.Errorf("None message %q", m)
 	}
 }
+
+// Every key of Fluss 0.9.1 has its request and response messages in
+// FlussApi.proto, found by Messages.
+func TestMessages(t *testing.T) {
+	for _, k := range APIKeys() {
+		req, resp, ok := Messages(k.Key)
+		if !ok {
+			t.Errorf("%s: no request/response messages", k.Key)
+			continue
+		}
+		t.Logf("%s: %s, %s", k.Key, req.ProtoReflect().Descriptor().Name(), resp.ProtoReflect().Descriptor().Name())
+	}
+	if req, _, _ := Messages(ApiVersions); req.ProtoReflect().Descriptor().FullName() != "fluss.ApiVersionsRequest" {
+		t.Errorf("API_VERSIONS request is %s", req.ProtoReflect().Descriptor().FullName())
+	}
+	if _, _, ok := Messages(999); ok {
+		t.Error("Messages(999) found messages for a key Fluss does not have")
+	}
+}
