@@ -116,8 +116,9 @@ func (m *Manager) snapshotBucket(ctx context.Context, r *Replica, t catalog.Tabl
 	if leader != m.cfg.NodeID {
 		return m.trimChangelog(r, snaps, nil)
 	}
-	latest, ok := snaps.Latest()
-	if !ok || latest.LogOffset < r.kv.FlushedOffset() {
+	// An idle bucket takes none, and an empty one none yet (latest is
+	// the zero snapshot, at offset 0, when there is none).
+	if latest, _ := snaps.Latest(); latest.LogOffset < r.kv.FlushedOffset() {
 		s, err := m.takeSnapshot(ctx, r, t, snaps, leader, epoch, now)
 		if err != nil {
 			return err
