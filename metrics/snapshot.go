@@ -5,7 +5,11 @@ type Snapshot struct {
 	// Traffic is the node's total over every bucket it has hosted since
 	// it started (a bucket's own counters go when the bucket goes).
 	Traffic TrafficCounts
-	Raft    Raft
+	// ReplicationBytesIn and ReplicationBytesOut are the bytes of record
+	// batches the node's followers fetched from leaders and its leaders
+	// served to followers (Fluss's replicationBytesIn and Out).
+	ReplicationBytesIn, ReplicationBytesOut int64
+	Raft                                    Raft
 	// GossipMembers counts the members the node's gossip sees alive,
 	// itself included.
 	GossipMembers int

@@ -28,6 +28,9 @@ type nodeMetrics struct {
 	traffic metrics.Traffic
 	// leaderChanges counts the metadata leaders this node has seen elected.
 	leaderChanges atomic.Uint64
+	// replicationIn and replicationOut count the batch bytes this node's
+	// followers fetched from leaders and its leaders served to followers.
+	replicationIn, replicationOut atomic.Int64
 }
 
 func newNodeMetrics() *nodeMetrics {
@@ -74,6 +77,16 @@ func (s *Server) countServed(pass []served) {
 	}
 }
 
+// countReplicated adds the batch bytes of a follower fetch's results to
+// counter (replicationIn or replicationOut).
+func (s *Server) countReplicated(counter *atomic.Int64, results []replica.BucketFetchResult) {
+	n := 0
+	for i := range results {
+		n += len(results[i].Batches)
+	}
+	counter.Add(int64(n))
+}
+
 // watchLeaderChanges counts, from raft's observations, the metadata
 // leaders this node sees elected. The filter counts and drops every
 // observation, so the observer needs no channel nor goroutine.
@@ -97,7 +110,8 @@ func (s *Server) metricsHandler() http.Handler {
 // each hosted replica's, from the local metadata and the replicas (no
 // remote call).
 func (s *Server) metricsSnapshot() metrics.Snapshot {
-	snap := metrics.Snapshot{Traffic: s.metrics.traffic.Counts(), Raft: s.raftMetrics()}
+	snap := metrics.Snapshot{Traffic: s.metrics.traffic.Counts(), Raft: s.raftMetrics(),
+		ReplicationBytesIn: s.metrics.replicationIn.Load(), ReplicationBytesOut: s.metrics.replicationOut.Load()}
 	for _, m := range s.Members() {
 		if m.Alive {
 			snap.GossipMembers++

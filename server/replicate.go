@@ -66,7 +66,9 @@ func (h *replicaHandler) fetch(ctx context.Context, m *stromv1.FetchReplicaReque
 		case <-ctx.Done():
 		}
 	}()
-	return h.s.replicas.FetchAsLeader(ctx, fr)
+	results := h.s.replicas.FetchAsLeader(ctx, fr)
+	h.s.countReplicated(&h.s.metrics.replicationOut, results)
+	return results
 }
 
 func (h *replicaHandler) OffsetForLeaderEpoch(ctx context.Context, req *connect.Request[stromv1.OffsetForLeaderEpochRequest]) (*connect.Response[stromv1.OffsetForLeaderEpochResponse], error) {
@@ -189,6 +191,7 @@ func (p *replicaPeers) FetchReplica(ctx context.Context, leader int32, req repli
 	delete(p.bufs, leader)
 	p.mu.Unlock()
 	results, buf, err := fetchReplica(ctx, p.http, addr, m, int64(req.MaxBytes)+2*p.s.cfg.MaxRequestBytes+fetchResponseSlack, buf)
+	p.s.countReplicated(&p.s.metrics.replicationIn, results)
 	if buf != nil {
 		p.mu.Lock()
 		p.bufs[leader] = buf

@@ -126,3 +126,30 @@ func TestReplicationMetrics(t *testing.T) {
 	waitUntil(ctx, t, "the healed follower back in the ISR and caught up, in the metrics", func() bool { return state(3, true) })
 	waitInSync(ctx, t, c, bucket0(tbl), leaderISR(t, c.Node(1), tbl).Leader)
 }
+
+// A leader counts the batch bytes it serves its followers, and each
+// follower those it fetched: at least what the follower's log holds.
+func TestReplicationBytesMetrics(t *testing.T) {
+	ctx := ctxFor(t, 90*time.Second)
+	c, tbl := newReplicated(t, ctx, "replbytes")
+	leader := tbl.LeaderISR[0].Leader
+	appendAcks(ctx, t, c, tbl, leader, 0, 100, -1)
+	waitInSync(ctx, t, c, bucket0(tbl), leader)
+	lb := []string{"table", "fluss.replbytes", "bucket", "0"}
+	all := scrapeAll(t, c)
+	var followersHold float64
+	for id, s := range all {
+		if id == leader {
+			continue
+		}
+		size, _ := s.get("strom_tablet_log_size_bytes", lb...)
+		in, ok := s.get("strom_tabletserver_replication_bytes_in_total")
+		if !ok || size == 0 || in < size {
+			t.Errorf("node %d fetched %v bytes (reported: %v) and holds %v", id, in, ok, size)
+		}
+		followersHold += size
+	}
+	if out, ok := all[leader].get("strom_tabletserver_replication_bytes_out_total"); !ok || out < followersHold {
+		t.Errorf("leader served %v bytes (reported: %v), its followers hold %v", out, ok, followersHold)
+	}
+}
