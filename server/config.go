@@ -201,6 +201,11 @@ type Config struct {
 	// metadata tree on this address (zookeeper.listen, --zookeeper-listen;
 	// off when empty; 127.0.0.1:2181 is ZooKeeper's usual port).
 	ZooKeeperListen string
+	// FlussListen, when set, serves Apache Fluss's wire protocol on this
+	// address (fluss.listen, --fluss-listen; off when empty; 127.0.0.1:9123
+	// is Fluss's usual port). Only API_VERSIONS is served yet (fluss/DESIGN.md);
+	// its frames are bounded by netty.server.max-request-size.
+	FlussListen string
 	// Pprof serves Go's profiler under /debug/pprof/ on the API port
 	// (debug.pprof, --pprof). Off by default.
 	Pprof bool
@@ -536,6 +541,8 @@ func Keys() []Key {
 			func(c *Config) *time.Duration { return &c.DeadNodeCleanup }),
 		stringKey("zookeeper.listen", "zookeeper-listen", "serve the ZooKeeper wire protocol on this address (empty: off)",
 			func(c *Config) *string { return &c.ZooKeeperListen }),
+		stringKey("fluss.listen", "fluss-listen", "serve Apache Fluss's wire protocol on this address (empty: off; only API_VERSIONS yet)",
+			func(c *Config) *string { return &c.FlussListen }),
 		stringKey("cluster.id", "cluster-id", "expected cluster id (empty accepts any)",
 			func(c *Config) *string { return &c.ClusterID }),
 		stringKey("cluster.secret", "", "secret shared by the cluster's nodes: base64 of 32 bytes (empty: the one in data.dir, generated on first start)",
@@ -724,10 +731,10 @@ func (c Config) Validate() error {
 	for _, a := range []struct{ key, addr string }{
 		{"api.listen", c.Listen}, {"raft.listen", c.RaftListen},
 		{"api.advertise", c.Advertise}, {"raft.advertise", c.RaftAdvertise},
-		{"zookeeper.listen", c.ZooKeeperListen},
+		{"zookeeper.listen", c.ZooKeeperListen}, {"fluss.listen", c.FlussListen},
 		{"gossip.listen", c.GossipListen}, {"gossip.advertise", c.GossipAdvertise},
 	} {
-		if a.addr == "" && (strings.HasSuffix(a.key, "advertise") || a.key == "zookeeper.listen") {
+		if a.addr == "" && (strings.HasSuffix(a.key, "advertise") || a.key == "zookeeper.listen" || a.key == "fluss.listen") {
 			continue
 		}
 		if _, port, err := net.SplitHostPort(a.addr); err != nil || port == "" {

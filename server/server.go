@@ -25,6 +25,7 @@ import (
 	"connectrpc.com/grpcreflect"
 	"github.com/cockroachdb/pebble/v2"
 
+	"strom/fluss/listener"
 	"strom/internal/buildinfo"
 	"strom/internal/netlimit"
 	"strom/raftmeta"
@@ -74,7 +75,8 @@ type Server struct {
 	apiLn   net.Listener
 	apiAddr string // advertised API address
 	http    *http.Server
-	zk      *zkwire.Server // nil unless zookeeper.listen is set
+	zk      *zkwire.Server   // nil unless zookeeper.listen is set
+	fluss   *listener.Server // nil unless fluss.listen is set
 
 	// members is the node's gossip membership; nil without gossip (a
 	// single node whose gossip port was taken). failures wakes
@@ -300,6 +302,17 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 			return fmt.Errorf("zookeeper.listen (--zookeeper-listen): %w", err)
 		}
 		s.lg.Info("serving the ZooKeeper protocol", "addr", cfg.ZooKeeperListen)
+	}
+	if cfg.FlussListen != "" {
+		ln, err := net.Listen("tcp", cfg.FlussListen)
+		if err != nil {
+			return fmt.Errorf("fluss.listen (--fluss-listen): %w", err)
+		}
+		if s.fluss, err = listener.Start(ln, listener.Config{MaxRequestBytes: cfg.MaxRequestBytes, Logger: s.lg}); err != nil {
+			ln.Close()
+			return fmt.Errorf("fluss.listen (--fluss-listen): %w", err)
+		}
+		s.lg.Info("serving the Fluss protocol (API_VERSIONS only so far)", "addr", ln.Addr().String())
 	}
 
 	if err := s.register(ctx); err != nil {
@@ -547,6 +560,11 @@ func (s *Server) stop(ctx context.Context) error {
 	if s.zk != nil {
 		if err := s.zk.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("stop zookeeper shim: %w", err))
+		}
+	}
+	if s.fluss != nil {
+		if err := s.fluss.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, fmt.Errorf("stop fluss listener: %w", err))
 		}
 	}
 	s.scanners.closeAll()
