@@ -2,13 +2,16 @@ package server
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 
+	"strom/raftmeta/catalog"
 	stromv1 "strom/rpc/gen/strom/v1"
+	"strom/server/coordinator"
 )
 
 // DescribeBuckets shows what the metadata says of remote storage: a
@@ -61,5 +64,45 @@ func TestDescribeBucketsShowsRemoteStorage(t *testing.T) {
 	}
 	if sn := st.KvSnapshots[0]; sn.Id != 1 || sn.LogOffset != st.HighWatermark || sn.Files == 0 || sn.SizeBytes <= 0 || sn.Leader != cfg.NodeID || sn.CreatedTimeMs == 0 {
 		t.Fatalf("snapshot %+v (high watermark %d)", sn, st.HighWatermark)
+	}
+}
+
+// The coordinator refuses KV snapshots from a deposed leader epoch and a
+// list out of order, and writes nothing then.
+func TestKvSnapshotCommitIsFenced(t *testing.T) {
+	cfg, _ := tieringConfig(t)
+	cfg.KvSnapshotInterval = time.Hour
+	s := startServer(t, cfg)
+	ctx := context.Background()
+	info := createTable(t, s, "demo", "kv", "id BIGINT NOT NULL, v STRING", 1, "id")
+	waitReplicas(t, s, info)
+	if code, resp := postJSON(t, s, "PutKv", `{"database":"demo","table":"kv","rows":[{"id":1,"v":"a"}]}`); code != 200 || strings.Contains(resp, `"error"`) {
+		t.Fatalf("PutKv: %d %s", code, resp)
+	}
+	s.replicas.SnapshotOnce(ctx, time.Now())
+	before, err := s.cat.KvSnapshots(info.TableId, 0)
+	if err != nil || len(before.Snapshots) != 1 {
+		t.Fatalf("snapshots %+v, %v; want one", before, err)
+	}
+	_, lisr, err := s.cat.Bucket(info.TableId, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := before.Snapshots[0]
+	next.ID++
+	err = s.coord.CommitKvSnapshots(ctx, coordinator.CommitKvSnapshotsRequest{
+		TableID: info.TableId, Bucket: 0, Leader: lisr.Leader, LeaderEpoch: lisr.LeaderEpoch - 1, Snapshots: []catalog.KvSnapshot{next},
+	})
+	if !errors.Is(err, coordinator.ErrFencedLeaderEpoch) {
+		t.Fatalf("commit at an old leader epoch: %v, want ErrFencedLeaderEpoch", err)
+	}
+	err = s.coord.CommitKvSnapshots(ctx, coordinator.CommitKvSnapshotsRequest{
+		TableID: info.TableId, Bucket: 0, Leader: lisr.Leader, LeaderEpoch: lisr.LeaderEpoch, Snapshots: []catalog.KvSnapshot{next, before.Snapshots[0]},
+	})
+	if !errors.Is(err, coordinator.ErrInvalidKvSnapshots) {
+		t.Fatalf("commit of snapshots out of order: %v, want ErrInvalidKvSnapshots", err)
+	}
+	if after, _ := s.cat.KvSnapshots(info.TableId, 0); len(after.Snapshots) != 1 || after.Snapshots[0].ID != before.Snapshots[0].ID {
+		t.Fatalf("a refused commit changed the snapshots: %+v", after)
 	}
 }
