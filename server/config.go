@@ -269,6 +269,8 @@ type Config struct {
 
 	// MaxConnections is the most API connections open at once
 	// (max.connections, Kafka's name); one more is closed as it is accepted.
+	// The Fluss port (fluss.listen) has this cap and the per-IP one too,
+	// counted separately.
 	MaxConnections int
 	// MaxConnectionsPerIP is the most API connections open at once from one
 	// client IP (max.connections.per.ip, Kafka's name).

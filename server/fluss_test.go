@@ -1,6 +1,7 @@
 package server
 
 import (
+	"io"
 	"net"
 	"strings"
 	"testing"
@@ -14,18 +15,37 @@ import (
 )
 
 // A node with fluss.listen answers a Fluss client's API_VERSIONS over real
-// TCP, with frames bounded by netty.server.max-request-size.
+// TCP, and the port has the API port's connection caps
+// (max.connections.per.ip): a second connection from the same IP is closed
+// unanswered while the first keeps being served.
 func TestFlussListen(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.FlussListen = freeAddr(t)
+	cfg.MaxConnectionsPerIP = 1
 	startServer(t, cfg)
 
-	c, err := net.Dial("tcp", cfg.FlussListen)
+	c := dialFluss(t, cfg.FlussListen)
+	apiVersions(t, c)
+	over := dialFluss(t, cfg.FlussListen)
+	if _, err := wire.NewReader(over, 1<<20, "test").ReadFrame(); err != io.EOF {
+		t.Fatalf("a connection over max.connections.per.ip: %v, want it closed (EOF)", err)
+	}
+	apiVersions(t, c)
+}
+
+func dialFluss(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
 	c.SetDeadline(time.Now().Add(time.Minute)) // a hang fails the test instead of the suite
+	return c
+}
+
+func apiVersions(t *testing.T, c net.Conn) {
+	t.Helper()
 	req, err := wire.AppendRequest(nil, wire.RequestHeader{APIKey: protocol.ApiVersions, RequestID: 42},
 		&flusspb.ApiVersionsRequest{ClientSoftwareName: proto.String("fluss-java-client"), ClientSoftwareVersion: proto.String("0.9.1")})
 	if err != nil {

@@ -161,10 +161,7 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("api.listen (--listen): %w", err)
 	}
-	s.apiLn = netlimit.Wrap(ln, netlimit.Limits{
-		Total: cfg.MaxConnections, PerIP: cfg.MaxConnectionsPerIP,
-		TotalKey: "max.connections", PerIPKey: "max.connections.per.ip",
-	}, s.lg.With("listener", "api"))
+	s.apiLn = netlimit.Wrap(ln, connLimits(cfg), s.lg.With("listener", "api"))
 	s.apiAddr = advertised(s.apiLn.Addr().String(), cfg.Advertise)
 
 	mcfg := raftmeta.DefaultConfig()
@@ -308,7 +305,8 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("fluss.listen (--fluss-listen): %w", err)
 		}
-		if s.fluss, err = listener.Start(ln, listener.Config{MaxRequestBytes: cfg.MaxRequestBytes, Logger: s.lg}); err != nil {
+		lln := netlimit.Wrap(ln, connLimits(cfg), s.lg.With("listener", "fluss"))
+		if s.fluss, err = listener.Start(lln, listener.Config{MaxRequestBytes: cfg.MaxRequestBytes, Logger: s.lg}); err != nil {
 			ln.Close()
 			return fmt.Errorf("fluss.listen (--fluss-listen): %w", err)
 		}
@@ -673,4 +671,13 @@ func (s *Server) handler() http.Handler {
 		_, _ = io.WriteString(w, "ok\n")
 	})
 	return mux
+}
+
+// connLimits are the connection caps of the API port, which the Fluss port
+// (fluss.listen) has too, counted separately.
+func connLimits(cfg Config) netlimit.Limits {
+	return netlimit.Limits{
+		Total: cfg.MaxConnections, PerIP: cfg.MaxConnectionsPerIP,
+		TotalKey: "max.connections", PerIPKey: "max.connections.per.ip",
+	}
 }
