@@ -277,7 +277,8 @@ type Config struct {
 	MaxConnectionsPerIP int
 	// IdleTimeout closes an API connection with no request in flight for
 	// this long (netty.connection.max-idle-time, Fluss's name; Kafka's
-	// connections.max.idle.ms; default 10 minutes).
+	// connections.max.idle.ms; default 10 minutes), and a Fluss-port
+	// (fluss.listen) connection that sends no request for this long.
 	IdleTimeout time.Duration
 	// ReadTimeout is the longest a client may take to send a request's
 	// headers, and the longest a request body may go without a byte arriving

@@ -306,7 +306,7 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 			return fmt.Errorf("fluss.listen (--fluss-listen): %w", err)
 		}
 		lln := netlimit.Wrap(ln, connLimits(cfg), s.lg.With("listener", "fluss"))
-		if s.fluss, err = listener.Start(lln, listener.Config{MaxRequestBytes: cfg.MaxRequestBytes, Logger: s.lg}); err != nil {
+		if s.fluss, err = listener.Start(lln, listener.Config{MaxRequestBytes: cfg.MaxRequestBytes, IdleTimeout: cfg.IdleTimeout, Logger: s.lg}); err != nil {
 			ln.Close()
 			return fmt.Errorf("fluss.listen (--fluss-listen): %w", err)
 		}

@@ -13,7 +13,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -31,16 +33,24 @@ type Config struct {
 	// field not counted (netty.server.max-request-size, Fluss's name and
 	// default: 100 MiB).
 	MaxRequestBytes int64
+	// IdleTimeout closes a connection that sends no request for this long,
+	// or stalls inside one (netty.connection.max-idle-time, Fluss's name and
+	// default: 10 minutes); 0 never does.
+	IdleTimeout time.Duration
 	// Logger receives connection errors; nil discards them.
 	Logger *slog.Logger
 }
 
 // Validate reports every problem of c, each naming its config key.
 func (c Config) Validate() error {
+	var problems []error
 	if c.MaxRequestBytes < wire.RequestHeaderLen || c.MaxRequestBytes >= 1<<31 {
-		return fmt.Errorf("%w: netty.server.max-request-size: want %d bytes to 2 GiB, got %d", ErrConfig, wire.RequestHeaderLen, c.MaxRequestBytes)
+		problems = append(problems, fmt.Errorf("%w: netty.server.max-request-size: want %d bytes to 2 GiB, got %d", ErrConfig, wire.RequestHeaderLen, c.MaxRequestBytes))
 	}
-	return nil
+	if c.IdleTimeout < 0 {
+		problems = append(problems, fmt.Errorf("%w: netty.connection.max-idle-time: want ≥ 0, got %s", ErrConfig, c.IdleTimeout))
+	}
+	return errors.Join(problems...)
 }
 
 // Served are the API keys Strom is to serve to Fluss clients (issue #17's
@@ -146,6 +156,9 @@ func (s *Server) serve(c net.Conn) {
 	r := wire.NewReader(c, int(s.cfg.MaxRequestBytes), "netty.server.max-request-size")
 	var out []byte
 	for {
+		if s.cfg.IdleTimeout > 0 {
+			c.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
+		}
 		frame, err := r.ReadFrame()
 		var h wire.RequestHeader
 		var body []byte
@@ -153,7 +166,9 @@ func (s *Server) serve(c net.Conn) {
 			h, body, err = wire.ParseRequest(frame)
 		}
 		if err != nil {
-			if err != io.EOF && !errors.Is(err, net.ErrClosed) {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				s.lg.Debug("fluss connection closed: idle for netty.connection.max-idle-time", "remote", c.RemoteAddr().String())
+			} else if err != io.EOF && !errors.Is(err, net.ErrClosed) {
 				s.lg.Info("fluss connection closed on a bad frame", "remote", c.RemoteAddr().String(), "err", err)
 				if errors.Is(err, wire.ErrFrameTooLarge) || errors.Is(err, wire.ErrMalformed) {
 					out, _ = wire.AppendServerFailure(out[:0], protocol.CorruptMessage, err.Error())

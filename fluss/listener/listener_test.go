@@ -163,8 +163,34 @@ func TestFrameTooLarge(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	err := Config{MaxRequestBytes: 3}.Validate()
-	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "netty.server.max-request-size") {
-		t.Fatalf("Validate = %v", err)
+	err := Config{MaxRequestBytes: 3, IdleTimeout: -1}.Validate()
+	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "netty.server.max-request-size") ||
+		!strings.Contains(err.Error(), "netty.connection.max-idle-time") {
+		t.Fatalf("Validate = %v, want both problems named", err)
+	}
+}
+
+// A connection that sends nothing for netty.connection.max-idle-time is
+// closed; the test waits for that with a generous deadline.
+func TestIdleConnectionClosed(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Start(ln, Config{MaxRequestBytes: 1024, IdleTimeout: 50 * time.Millisecond})
+	if err != nil {
+		ln.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	c, r := dial(t, s)
+	if _, err := c.Write(request(t, protocol.ApiVersions, 0, 1, versionsReq)); err != nil {
+		t.Fatal(err)
+	}
+	if resp := response(t, r); resp.Type != wire.SuccessResponse {
+		t.Fatalf("%+v", resp)
+	}
+	if _, err := r.ReadFrame(); !errors.Is(err, io.EOF) {
+		t.Fatalf("an idle connection: %v, want it closed by the server (EOF)", err)
 	}
 }
