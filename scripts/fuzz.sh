@@ -11,7 +11,8 @@
 # A target is PACKAGE:NAME with PACKAGE relative to the module. The default is
 # record:FuzzArrowServable: any batch ProduceLog's validation accepts is
 # served by full, projected and JSON fetches. "all" adds the Arrow decoders'
-# targets and the Fluss frame decoders'. Run it under nice on a shared machine.
+# targets, the Fluss frame decoders' and log batch conversion's. Run it under
+# nice on a shared machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,14 +20,14 @@ duration=10m
 while getopts "d:h" opt; do
   case $opt in
     d) duration=$OPTARG ;;
-    *) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    *) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
 
 all=(record:FuzzArrowServable record:FuzzDecodeArrowBatch
   record/arrowmsg:FuzzParse record/arrowmsg:FuzzProject record/arrowmsg:FuzzDecode
-  fluss/wire:FuzzDecode)
+  fluss/wire:FuzzDecode fluss/logbatch:FuzzConvert)
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(record:FuzzArrowServable)

@@ -60,10 +60,10 @@ step "the robustness harness, short: real processes under every fault kind, hist
 # Seeds 1 and 2, 110 s of faults each (docs/robustness.md); scripts/robustness.sh runs long ones.
 scripts/robustness.sh --ci
 
-step "fuzzing, short: the produce/fetch property, the Arrow decoders and the Fluss frame decoders"
+step "fuzzing, short: the produce/fetch property, the Arrow decoders, the Fluss frame decoders and log batch conversion"
 # scripts/fuzz.sh runs them longer (10 minutes for the property by default).
 scripts/fuzz.sh -d 12s record:FuzzArrowServable
-scripts/fuzz.sh -d 4s record/arrowmsg:FuzzParse record/arrowmsg:FuzzProject record/arrowmsg:FuzzDecode fluss/wire:FuzzDecode
+scripts/fuzz.sh -d 4s record/arrowmsg:FuzzParse record/arrowmsg:FuzzProject record/arrowmsg:FuzzDecode fluss/wire:FuzzDecode fluss/logbatch:FuzzConvert
 
 step "allocation tests (without -race, which changes allocation)"
 # Files built with !race: they measure what the produce path allocates, and

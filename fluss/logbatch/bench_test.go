@@ -1,0 +1,61 @@
+package logbatch
+
+import (
+	"fmt"
+	"hash/crc32"
+	"testing"
+
+	"strom/record"
+)
+
+// benchBuffers returns a fetch answer's worth of Strom V2 ARROW batches
+// (batches of rows each, back to back) and the same in 0.9.1's V1, as a
+// produce request carries them.
+func benchBuffers(b *testing.B, batches, rows int) (strom, fluss []byte) {
+	s := arrowSchema(b)
+	for range batches {
+		strom = append(strom, arrowBatch(b, s, rows, record.DefaultArrowCompression)...)
+	}
+	fluss, err := ToFluss(nil, strom)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return strom, fluss
+}
+
+// BenchmarkConvert measures both conversions in bytes/s against two
+// baselines on the same bytes in the same run: "copy" appends the buffer to
+// a reused dst (the least any conversion that moves headers must do), and
+// "crc" computes CRC-32C over it (what verifying or recomputing one CRC per
+// batch costs). ToStrom verifies each CRC, so it should cost about copy+crc;
+// ToFluss only copies, so about copy.
+func BenchmarkConvert(b *testing.B) {
+	for _, size := range []struct{ batches, rows int }{{1, 50000}, {64, 500}} {
+		strom, fluss := benchBuffers(b, size.batches, size.rows)
+		name := fmt.Sprintf("%dx%dKiB", size.batches, len(strom)/size.batches/1024)
+		dst := make([]byte, 0, len(strom)+1024)
+		run := func(op string, n int, f func()) {
+			b.Run(name+"/"+op, func(b *testing.B) {
+				b.SetBytes(int64(n))
+				b.ReportAllocs()
+				for b.Loop() {
+					f()
+				}
+			})
+		}
+		run("copy", len(strom), func() { dst = append(dst[:0], strom...) })
+		run("crc", len(strom), func() { _ = crc32.Checksum(strom, castagnoli) })
+		run("ToFluss", len(strom), func() {
+			var err error
+			if dst, err = ToFluss(dst[:0], strom); err != nil {
+				b.Fatal(err)
+			}
+		})
+		run("ToStrom", len(fluss), func() {
+			var err error
+			if dst, err = ToStrom(dst[:0], fluss); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
