@@ -203,9 +203,13 @@ type Config struct {
 	ZooKeeperListen string
 	// FlussListen, when set, serves Apache Fluss's wire protocol on this
 	// address (fluss.listen, --fluss-listen; off when empty; 127.0.0.1:9123
-	// is Fluss's usual port). Only API_VERSIONS is served yet (fluss/DESIGN.md);
-	// its frames are bounded by netty.server.max-request-size.
+	// is Fluss's usual port): the catalog keys so far (fluss/DESIGN.md); its
+	// frames are bounded by netty.server.max-request-size.
 	FlussListen string
+	// FlussAdvertise is the Fluss address clients are told to use
+	// (fluss.advertise, in GET_METADATA's tablet_servers); derived from
+	// FlussListen like Advertise.
+	FlussAdvertise string
 	// Pprof serves Go's profiler under /debug/pprof/ on the API port
 	// (debug.pprof, --pprof). Off by default.
 	Pprof bool
@@ -544,8 +548,10 @@ func Keys() []Key {
 			func(c *Config) *time.Duration { return &c.DeadNodeCleanup }),
 		stringKey("zookeeper.listen", "zookeeper-listen", "serve the ZooKeeper wire protocol on this address (empty: off)",
 			func(c *Config) *string { return &c.ZooKeeperListen }),
-		stringKey("fluss.listen", "fluss-listen", "serve Apache Fluss's wire protocol on this address (empty: off; only API_VERSIONS yet)",
+		stringKey("fluss.listen", "fluss-listen", "serve Apache Fluss's wire protocol on this address (empty: off)",
 			func(c *Config) *string { return &c.FlussListen }),
+		stringKey("fluss.advertise", "fluss-advertise", "Fluss address given to Fluss clients (default: fluss.listen, an unspecified host as 127.0.0.1)",
+			func(c *Config) *string { return &c.FlussAdvertise }),
 		stringKey("cluster.id", "cluster-id", "expected cluster id (empty accepts any)",
 			func(c *Config) *string { return &c.ClusterID }),
 		stringKey("cluster.secret", "", "secret shared by the cluster's nodes: base64 of 32 bytes (empty: the one in data.dir, generated on first start)",
@@ -734,7 +740,7 @@ func (c Config) Validate() error {
 	for _, a := range []struct{ key, addr string }{
 		{"api.listen", c.Listen}, {"raft.listen", c.RaftListen},
 		{"api.advertise", c.Advertise}, {"raft.advertise", c.RaftAdvertise},
-		{"zookeeper.listen", c.ZooKeeperListen}, {"fluss.listen", c.FlussListen},
+		{"zookeeper.listen", c.ZooKeeperListen}, {"fluss.listen", c.FlussListen}, {"fluss.advertise", c.FlussAdvertise},
 		{"gossip.listen", c.GossipListen}, {"gossip.advertise", c.GossipAdvertise},
 	} {
 		if a.addr == "" && (strings.HasSuffix(a.key, "advertise") || a.key == "zookeeper.listen" || a.key == "fluss.listen") {

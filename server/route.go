@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -149,6 +148,4 @@ func tabletOf(c *coordinatorClients) stromv1connect.TabletServiceClient { return
 func apiAddress(reg catalog.TabletServerRegistration) string { return listenerAddress(reg.Listeners) }
 
 // listenerAddress is the address of the API listener in a listeners string.
-func listenerAddress(listeners string) string {
-	return strings.TrimPrefix(listeners, catalog.ListenerName+"://")
-}
+func listenerAddress(listeners string) string { return namedListener(listeners, catalog.ListenerName) }

@@ -15,7 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,6 +76,12 @@ type Server struct {
 	http    *http.Server
 	zk      *zkwire.Server   // nil unless zookeeper.listen is set
 	fluss   *listener.Server // nil unless fluss.listen is set
+	// flussAddr is the advertised Fluss address, "" without fluss.listen.
+	flussAddr string
+	// adminH and tabletH are the Connect API's handlers, which the Fluss
+	// listener's handlers call too (server/fluss.go).
+	adminH  *adminHandler
+	tabletH *tabletHandler
 
 	// members is the node's gossip membership; nil without gossip (a
 	// single node whose gossip port was taken). failures wakes
@@ -306,11 +311,15 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 			return fmt.Errorf("fluss.listen (--fluss-listen): %w", err)
 		}
 		lln := netlimit.Wrap(ln, connLimits(cfg), s.lg.With("listener", "fluss"))
-		if s.fluss, err = listener.Start(lln, listener.Config{MaxRequestBytes: cfg.MaxRequestBytes, IdleTimeout: cfg.IdleTimeout, Logger: s.lg}); err != nil {
+		s.flussAddr = advertised(ln.Addr().String(), cfg.FlussAdvertise)
+		if s.fluss, err = listener.Start(lln, listener.Config{
+			MaxRequestBytes: cfg.MaxRequestBytes, IdleTimeout: cfg.IdleTimeout, Logger: s.lg,
+			Ready: s.ready.Load, Catalog: flussCatalog{s: s, admin: s.adminH},
+		}); err != nil {
 			ln.Close()
 			return fmt.Errorf("fluss.listen (--fluss-listen): %w", err)
 		}
-		s.lg.Info("serving the Fluss protocol (API_VERSIONS only so far)", "addr", ln.Addr().String())
+		s.lg.Info("serving the Fluss protocol", "addr", ln.Addr().String(), "advertise", s.flussAddr)
 	}
 
 	if err := s.register(ctx); err != nil {
@@ -340,6 +349,13 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 		s.scanners.run(runCtx)
 	}()
 	s.ready.Store(true)
+	if s.fluss != nil {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.createFlussDatabase(runCtx)
+		}()
+	}
 	s.lg.Info("node ready", "cluster_id", s.ClusterID(), "data_dir", cfg.DataDir)
 	return nil
 }
@@ -411,7 +427,7 @@ func (s *Server) tryRegister(ctx context.Context) error {
 		s.session.Store(sess.ID)
 	}
 	_, err = s.meta.Do(ctx, s.session.Load(), catalog.RegisterTabletServerOp(s.cfg.NodeID, catalog.TabletServerRegistration{
-		Listeners:         catalog.Listeners(s.apiAddr),
+		Listeners:         s.listeners(),
 		RegisterTimestamp: time.Now().UnixMilli(),
 		Rack:              s.cfg.Rack,
 	}))
@@ -484,7 +500,7 @@ func (s *Server) apiAddrOf(nodeID string) string {
 	}
 	for _, ts := range servers {
 		if strconv.Itoa(int(ts.ID)) == nodeID {
-			return strings.TrimPrefix(ts.Registration.Listeners, catalog.ListenerName+"://")
+			return apiAddress(ts.Registration)
 		}
 	}
 	return ""
@@ -634,8 +650,10 @@ func (s *Server) handler() http.Handler {
 	mux := http.NewServeMux()
 	opts := s.connectOptions()
 	proxy := newCoordinatorProxy(s)
-	mux.Handle(stromv1connect.NewAdminServiceHandler(&adminHandler{s: s, proxy: proxy}, opts...))
+	s.adminH = &adminHandler{s: s, proxy: proxy}
+	mux.Handle(stromv1connect.NewAdminServiceHandler(s.adminH, opts...))
 	th := &tabletHandler{s: s, proxy: proxy}
+	s.tabletH = th
 	tabletPath, tablet := stromv1connect.NewTabletServiceHandler(th, opts...)
 	mux.Handle(tabletPath, tablet)
 	mux.Handle(produceLogPath, newProduceFastPath(th, s.ready.Load, tablet))

@@ -1,13 +1,16 @@
 // Package listener serves Apache Fluss's protocol on a TCP address
-// (fluss.listen; fluss/DESIGN.md). So far it answers API_VERSIONS only: with
-// the keys and version ranges Strom is to serve, so that a Fluss client picks
-// the versions it will use. Every other request gets a Fluss error response
-// (UNSUPPORTED_VERSION, naming the API) on a connection that stays open; a
-// frame that cannot be parsed gets a server failure and the connection is
-// closed, as Fluss's own server does.
+// (fluss.listen; fluss/DESIGN.md). API_VERSIONS answers the keys and version
+// ranges Strom is to serve, so that a Fluss client picks the versions it
+// will use; each served key has a handler (the table `handlers`, one file
+// per group of keys) over the node's dependencies in Config. A key without
+// a handler answers a Fluss error response (UNSUPPORTED_VERSION, naming the
+// API) on a connection that stays open; a frame that cannot be parsed gets
+// a server failure and the connection is closed, as Fluss's own server
+// does.
 package listener
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +25,7 @@ import (
 	"strom/fluss/gen/flusspb"
 	"strom/fluss/protocol"
 	"strom/fluss/wire"
+	"strom/rpc"
 )
 
 // ErrConfig reports an invalid Config.
@@ -37,8 +41,31 @@ type Config struct {
 	// or stalls inside one (netty.connection.max-idle-time, Fluss's name and
 	// default: 10 minutes); 0 never does.
 	IdleTimeout time.Duration
+	// MaxInFlight is the most requests of one connection answered at once
+	// (0: DefaultMaxInFlight); the connection is not read while it has
+	// that many, or MaxRequestBytes of request frames, in flight.
+	MaxInFlight int
 	// Logger receives connection errors; nil discards them.
 	Logger *slog.Logger
+
+	// Ready reports whether the node serves requests (as
+	// rpc.ReadyInterceptor checks for the Connect API); while it reports
+	// false every key but API_VERSIONS answers LEADER_NOT_AVAILABLE
+	// (retriable) naming NODE_NOT_READY. Nil: always ready.
+	Ready func() bool
+	// Catalog serves the catalog keys (catalog.go); nil answers them
+	// UNSUPPORTED_VERSION.
+	Catalog Catalog
+}
+
+// DefaultMaxInFlight is Config.MaxInFlight's default.
+const DefaultMaxInFlight = 32
+
+func (c Config) maxInFlight() int {
+	if c.MaxInFlight == 0 {
+		return DefaultMaxInFlight
+	}
+	return c.MaxInFlight
 }
 
 // Validate reports every problem of c, each naming its config key.
@@ -50,12 +77,15 @@ func (c Config) Validate() error {
 	if c.IdleTimeout < 0 {
 		problems = append(problems, fmt.Errorf("%w: netty.connection.max-idle-time: want ≥ 0, got %s", ErrConfig, c.IdleTimeout))
 	}
+	if c.MaxInFlight < 0 {
+		problems = append(problems, fmt.Errorf("%w: MaxInFlight: want ≥ 0 (0: %d), got %d", ErrConfig, DefaultMaxInFlight, c.MaxInFlight))
+	}
 	return errors.Join(problems...)
 }
 
 // Served are the API keys Strom is to serve to Fluss clients (issue #17's
-// list), answered by API_VERSIONS with Fluss 0.9.1's version ranges. Only
-// API_VERSIONS is implemented yet; the others answer UNSUPPORTED_VERSION.
+// list), answered by API_VERSIONS with Fluss 0.9.1's version ranges. A key
+// listed here without a handler yet answers UNSUPPORTED_VERSION.
 var Served = []protocol.APIKey{
 	protocol.ApiVersions,
 	protocol.CreateDatabase, protocol.DropDatabase, protocol.ListDatabases, protocol.DatabaseExists,
@@ -143,18 +173,26 @@ func (s *Server) accept() {
 	}
 }
 
-// serve answers c's requests in order until c ends or sends a frame that
-// cannot be parsed.
+// serve reads c's requests until c ends or sends a frame that cannot be
+// parsed, answering each in a goroutine of its own: at most MaxInFlight at
+// once, holding at most MaxRequestBytes of request bodies between them (a
+// request that does not fit waits, and so does the reading; one request
+// alone always fits). Responses carry their request id and are written
+// whole, one at a time, in the order they are ready, as Fluss's server
+// does; a client that pipelines gets them out of order.
 func (s *Server) serve(c net.Conn) {
 	defer s.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	cn := &conn{c: c, budget: newBudget(s.cfg.maxInFlight(), s.cfg.MaxRequestBytes)}
 	defer func() {
+		cancel()
+		c.Close()
+		cn.reqs.Wait()
 		s.mu.Lock()
 		delete(s.conns, c)
 		s.mu.Unlock()
-		c.Close()
 	}()
 	r := wire.NewReader(c, int(s.cfg.MaxRequestBytes), "netty.server.max-request-size")
-	var out []byte
 	for {
 		if s.cfg.IdleTimeout > 0 {
 			c.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
@@ -171,39 +209,170 @@ func (s *Server) serve(c net.Conn) {
 			} else if err != io.EOF && !errors.Is(err, net.ErrClosed) {
 				s.lg.Info("fluss connection closed on a bad frame", "remote", c.RemoteAddr().String(), "err", err)
 				if errors.Is(err, wire.ErrFrameTooLarge) || errors.Is(err, wire.ErrMalformed) {
-					out, _ = wire.AppendServerFailure(out[:0], protocol.CorruptMessage, err.Error())
-					c.Write(out)
+					out, _ := wire.AppendServerFailure(nil, protocol.CorruptMessage, err.Error())
+					cn.write(out)
 				}
 			}
 			return
 		}
-		out, err = s.handle(out[:0], h, body)
-		if err == nil {
-			_, err = c.Write(out)
-		}
-		if err != nil {
-			s.lg.Info("fluss connection closed", "remote", c.RemoteAddr().String(), "err", err)
+		size := int64(len(frame))
+		if !cn.budget.acquire(ctx, size) {
 			return
 		}
+		cn.reqs.Add(1)
+		go func() {
+			defer cn.reqs.Done()
+			defer cn.budget.release(size)
+			out, err := s.handle(ctx, nil, h, body)
+			if err == nil {
+				err = cn.write(out)
+			}
+			if err != nil {
+				s.lg.Info("fluss connection closed", "remote", c.RemoteAddr().String(), "err", err)
+				c.Close() // ends the reading too
+			}
+		}()
 	}
 }
 
+// conn is one client connection's shared state.
+type conn struct {
+	c      net.Conn
+	budget *budget
+	reqs   sync.WaitGroup // the requests being answered
+
+	wmu sync.Mutex // held while writing one response
+}
+
+// write writes one whole response frame.
+func (cn *conn) write(frame []byte) error {
+	cn.wmu.Lock()
+	defer cn.wmu.Unlock()
+	_, err := cn.c.Write(frame)
+	return err
+}
+
+// budget bounds one connection's requests in flight: their number and
+// their bytes.
+type budget struct {
+	mu       sync.Mutex
+	cond     *sync.Cond
+	n, max   int
+	bytes    int64
+	maxBytes int64
+	done     bool
+}
+
+func newBudget(max int, maxBytes int64) *budget {
+	b := &budget{max: max, maxBytes: maxBytes}
+	b.cond = sync.NewCond(&b.mu)
+	return b
+}
+
+// acquire waits until a request of size bytes fits, and takes its share;
+// false when ctx ends first.
+func (b *budget) acquire(ctx context.Context, size int64) bool {
+	stop := context.AfterFunc(ctx, func() {
+		b.mu.Lock()
+		b.done = true
+		b.mu.Unlock()
+		b.cond.Broadcast()
+	})
+	defer stop()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for !b.done && (b.n >= b.max || (b.n > 0 && b.bytes+size > b.maxBytes)) {
+		b.cond.Wait()
+	}
+	if b.done {
+		return false
+	}
+	b.n++
+	b.bytes += size
+	return true
+}
+
+func (b *budget) release(size int64) {
+	b.mu.Lock()
+	b.n--
+	b.bytes -= size
+	b.mu.Unlock()
+	b.cond.Broadcast()
+}
+
 // handle appends the response frame to request h with body to dst.
-func (s *Server) handle(dst []byte, h wire.RequestHeader, body []byte) ([]byte, error) {
+func (s *Server) handle(ctx context.Context, dst []byte, h wire.RequestHeader, body []byte) ([]byte, error) {
 	info, known := protocol.Info(h.APIKey)
+	hf, served := handlers[h.APIKey]
 	switch {
 	case !known:
 		return wire.AppendError(dst, h.RequestID, protocol.UnsupportedVersion,
 			fmt.Sprintf("unknown API key %d: not one of Fluss 0.9.1's", h.APIKey))
-	case h.APIKey != protocol.ApiVersions:
+	case !served || !hf.ready(s):
 		return wire.AppendError(dst, h.RequestID, protocol.UnsupportedVersion,
-			fmt.Sprintf("Strom does not serve %s yet: its Fluss listener serves only API_VERSIONS so far", h.APIKey))
+			fmt.Sprintf("Strom does not serve %s yet", h.APIKey))
 	case h.APIVersion < info.MinVersion || h.APIVersion > info.MaxVersion:
 		return wire.AppendError(dst, h.RequestID, protocol.UnsupportedVersion,
 			fmt.Sprintf("%s version %d is not supported: Strom serves versions %d to %d", h.APIKey, h.APIVersion, info.MinVersion, info.MaxVersion))
 	}
-	if err := proto.Unmarshal(body, new(flusspb.ApiVersionsRequest)); err != nil {
+	req, _, _ := protocol.Messages(h.APIKey)
+	if err := proto.Unmarshal(body, req); err != nil {
 		return wire.AppendError(dst, h.RequestID, protocol.CorruptMessage, fmt.Sprintf("%s request body: %v", h.APIKey, err))
 	}
-	return wire.AppendResponse(dst, h.RequestID, s.versions)
+	if h.APIKey != protocol.ApiVersions && s.cfg.Ready != nil && !s.cfg.Ready() {
+		code, msg := errorCode(rpc.ErrNotReady)
+		return wire.AppendError(dst, h.RequestID, code, msg)
+	}
+	resp, err := hf.serve(ctx, s, h.APIVersion, req)
+	if err != nil {
+		code, msg := errorCode(err)
+		return wire.AppendError(dst, h.RequestID, code, fmt.Sprintf("%s: %s", h.APIKey, msg))
+	}
+	return wire.AppendResponse(dst, h.RequestID, resp)
+}
+
+// handler serves one API key. serve gets the decoded request (the key's
+// request message, protocol.Messages) and returns the response message or
+// an error, which errorCode maps to Fluss's code; ready reports whether
+// the Server has what the handler needs (a Config dependency may be nil in
+// a listener that serves only some groups).
+type handler struct {
+	serve func(ctx context.Context, s *Server, version int16, req proto.Message) (proto.Message, error)
+	ready func(s *Server) bool
+}
+
+// typed makes a handler of f, which takes the key's request message.
+func typed[Req proto.Message](ready func(*Server) bool, f func(s *Server, ctx context.Context, version int16, req Req) (proto.Message, error)) handler {
+	return handler{
+		serve: func(ctx context.Context, s *Server, version int16, req proto.Message) (proto.Message, error) {
+			return f(s, ctx, version, req.(Req))
+		},
+		ready: ready,
+	}
+}
+
+// handlers are the served keys' handlers, one table per group of keys, each
+// in its own file (catalog.go: the catalog keys).
+var handlers = join(
+	map[protocol.APIKey]handler{protocol.ApiVersions: typed(always, (*Server).apiVersions)},
+	catalogHandlers,
+)
+
+func always(*Server) bool { return true }
+
+func join(tables ...map[protocol.APIKey]handler) map[protocol.APIKey]handler {
+	out := map[protocol.APIKey]handler{}
+	for _, t := range tables {
+		for k, h := range t {
+			if _, dup := out[k]; dup {
+				panic(fmt.Sprintf("listener: two handlers of %s", k))
+			}
+			out[k] = h
+		}
+	}
+	return out
+}
+
+func (s *Server) apiVersions(context.Context, int16, *flusspb.ApiVersionsRequest) (proto.Message, error) {
+	return s.versions, nil
 }
