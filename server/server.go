@@ -544,6 +544,15 @@ func (s *Server) Replicas() *replica.Manager { return s.replicas }
 // Addr returns the advertised API address.
 func (s *Server) Addr() string { return s.apiAddr }
 
+// FlussAddr is the address the Fluss listener is bound to ("" without
+// fluss.listen).
+func (s *Server) FlussAddr() string {
+	if s.fluss == nil {
+		return ""
+	}
+	return s.fluss.Addr().String()
+}
+
 // ClusterID returns the id of the cluster the node belongs to.
 func (s *Server) ClusterID() string { return s.id.ClusterID }
 
