@@ -37,6 +37,7 @@ import (
 	"strom/server/coordinator"
 	"strom/tablet/log"
 	"strom/tablet/replica"
+	"strom/ui"
 )
 
 // kvCacheBytes is the size of the block cache the node's KV tablets share.
@@ -686,6 +687,13 @@ func (s *Server) handler() http.Handler {
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	mux.Handle(raftmeta.ForwardPath, s.meta.ForwardHandler())
+	// The web console (package ui): its assets, and its reads of other
+	// nodes' buckets forwarded to them.
+	mux.Handle(ui.Prefix, ui.Handler(ui.Config{
+		NodeAddress: func(id int32) string { return s.apiAddrOf(strconv.Itoa(int(id))) },
+		DialContext: s.peerDialer().DialContext,
+	}))
+	mux.Handle("GET /ui", http.RedirectHandler(ui.Prefix, http.StatusFound))
 	mux.Handle("GET /metrics", s.metricsHandler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok\n")
