@@ -2,8 +2,8 @@
 # The project's test command: formatting, vet, staticcheck, generated code
 # up to date, buf lint, then every test with the race detector, short fuzzing,
 # the Curator differential suite, and real Fluss servers on the ZooKeeper shim.
-# Go tools are pinned in go.mod and run with `go tool`; ZooKeeper (Debian's
-# package), versitygw (an S3-compatible server, from its Go module), the
+# Go tools are pinned in go.mod and run with `go tool`; ZooKeeper and Chromium (Debian's
+# packages), versitygw (an S3-compatible server, from its Go module), the
 # Curator jars and Fluss's jars (Maven) are installed by the scripts it
 # calls; the Curator and Fluss steps need a JDK and mvn. With STROM_DOCKER_TEST=1 it
 # also tests the container image (scripts/docker-test.sh, which needs a Docker daemon or
@@ -51,6 +51,11 @@ trap 'rm -rf "$tmp"; scripts/zookeeper.sh stop >/dev/null 2>&1 || true; scripts/
 vgw_env=$(scripts/versitygw.sh start) # a failure stops here (set -e), as eval "$(...)" would not
 eval "$vgw_env"
 echo "versitygw at $STROM_S3_ENDPOINT"
+
+step "headless Chromium for the web console's browser test (ui/console_test.go)"
+# Installs Debian's chromium and chromium-driver when missing; under CI=true
+# the test fails without a browser rather than skipping.
+echo "Chromium at $(scripts/chromium.sh)"
 
 step "go test -race"
 # -count=1: the e2e tests build the binary in a subprocess, which the test cache cannot see.

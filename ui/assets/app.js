@@ -204,20 +204,35 @@ function byLeader(leaders) {
 
 const leadersOf = t => new Map((t.buckets || []).map(b => [num(b.bucket), b.leader === undefined ? 0 : b.leader]));
 
-// describeBuckets asks each bucket's leader for its state, as `strom table
-// describe` does; a bucket whose leader cannot answer gets {error}.
-async function describeBuckets(db, name, t) {
-  const states = new Map();
-  await Promise.all([...byLeader(leadersOf(t))].map(async ([node, buckets]) => {
-    if (node < 0) { for (const b of buckets) states.set(b, {error: {message: 'no leader'}}); return; }
-    try {
-      const r = await tablet('DescribeBuckets', {database: db, table: name, buckets}, node);
-      for (const st of r.buckets || []) states.set(num(st.bucket), st);
-    } catch (err) {
-      for (const b of buckets) states.set(b, {error: {message: err.message}});
-    }
-  }));
-  return states;
+// askLeaders sends a per-bucket read (DescribeBuckets, ListOffsets) to each
+// bucket's leader, as `strom table describe` does, and returns bucket ->
+// its result. leaders (bucket -> node) follows NOT_LEADER_OR_FOLLOWER
+// hints: a bucket whose leader moved is asked again where the hint says,
+// twice at most. A bucket that cannot be asked gets {error}.
+async function askLeaders(leaders, method, msg) {
+  const out = new Map();
+  let todo = [...leaders.keys()];
+  for (let round = 0; round < 3 && todo.length > 0; round++) {
+    const again = [];
+    await Promise.all([...byLeader(new Map(todo.map(b => [b, leaders.get(b)])))].map(async ([node, buckets]) => {
+      if (node < 0) { for (const b of buckets) out.set(b, {error: {message: 'no leader'}}); return; }
+      try {
+        const r = await tablet(method, {...msg, buckets}, node);
+        for (const st of r.buckets || []) {
+          const b = num(st.bucket), e = st.error;
+          if (e && e.name === 'NOT_LEADER_OR_FOLLOWER' && e.leaderId >= 0 && e.leaderId !== node) {
+            leaders.set(b, e.leaderId);
+            again.push(b);
+          }
+          out.set(b, st);
+        }
+      } catch (err) {
+        for (const b of buckets) out.set(b, {error: {message: err.message}});
+      }
+    }));
+    todo = again;
+  }
+  return out;
 }
 
 async function tableView(alive, db, name) {
@@ -252,7 +267,7 @@ async function tableView(alive, db, name) {
   await every(alive, 3000, async () => {
     let cur = t;
     try { cur = (await admin('GetTable', {database: db, table: name})).table; } catch (err) { /* keep the last */ }
-    const states = await describeBuckets(db, name, cur);
+    const states = await askLeaders(leadersOf(cur), 'DescribeBuckets', {database: db, table: name});
     if (!alive()) return;
     box.replaceChildren(tableOf('buckets',
       ['Bucket', 'Leader', 'Epoch', 'Replicas', 'ISR', 'High watermark', 'Log start', 'Log end', 'Replica log ends', 'Lag'],
@@ -311,13 +326,13 @@ async function tailView(alive, db, name) {
 async function runTail(live, db, name, t, cols, box, status) {
   const leaders = leadersOf(t);
   const pos = new Map();
-  for (const [node, buckets] of byLeader(leaders)) {
-    const earliest = await tablet('ListOffsets', {database: db, table: name, buckets, spec: 'OFFSET_SPEC_EARLIEST'}, node);
-    const latest = await tablet('ListOffsets', {database: db, table: name, buckets, spec: 'OFFSET_SPEC_LATEST'}, node);
-    const first = new Map((earliest.buckets || []).map(b => [num(b.bucket), num(b.offset)]));
-    for (const b of latest.buckets || []) {
-      pos.set(num(b.bucket), Math.max(first.get(num(b.bucket)) || 0, num(b.offset) - tailBack));
-    }
+  const msg = spec => ({database: db, table: name, spec: 'OFFSET_SPEC_' + spec});
+  const earliest = await askLeaders(leaders, 'ListOffsets', msg('EARLIEST'));
+  const latest = await askLeaders(leaders, 'ListOffsets', msg('LATEST'));
+  for (const [b, r] of latest) {
+    const first = earliest.get(b);
+    // A bucket without both offsets is read from its first (-2, below).
+    if (!r.error && first && !first.error) pos.set(b, Math.max(num(first.offset), num(r.offset) - tailBack));
   }
   let header = null;
   const body = h('tbody', {});
@@ -376,7 +391,11 @@ async function runTail(live, db, name, t, cols, box, status) {
             }
             continue;
           }
-          if (res.rows && res.rows.length) show(res.rows, r.columns || []);
+          // A fetch answers with whole batches: rows before the offset
+          // asked for may come first.
+          const from = pos.has(b) ? pos.get(b) : -Infinity;
+          const rows = (res.rows || []).filter(row => num(row._offset) >= from);
+          if (rows.length) show(rows, r.columns || []);
           if (res.nextOffset !== undefined) pos.set(b, num(res.nextOffset));
         }
         status.textContent = count + ' rows so far; at ' + [...pos].map(([b, o]) => b + ':' + o).join(' ') +
@@ -504,7 +523,8 @@ async function throughputView(alive) {
     for (const [name, canvas] of Object.entries(charts)) drawChart(canvas, series.filter(s => s.chart === name), points);
     totals.replaceChildren(tableOf('totals', ['Counter', 'Total', 'Now per second'], series.map(s =>
       h('tr', {'data-metric': s.metric}, h('td', {}, s.metric), h('td', {class: 'num total'}, sums[s.metric] || 0),
-        h('td', {class: 'num'}, points.length ? human(points[points.length - 1].rates[s.metric]) : '-')))));
+        points.length ? h('td', {class: 'num rate', 'data-rate': points[points.length - 1].rates[s.metric]}, human(points[points.length - 1].rates[s.metric])) :
+          h('td', {class: 'num rate'}, '-')))));
   });
 }
 
@@ -541,7 +561,12 @@ function drawChart(canvas, lines, points) {
       if (i === 0) g.moveTo(x(i), y); else g.lineTo(x(i), y);
     });
     g.stroke();
-    g.fillStyle = s.color; g.fillRect(lx, 6, 10, 10);
+    g.fillStyle = s.color;
+    if (points.length === 1) { // no line yet: a dot
+      const y = T + (H - T - B) * (1 - points[0].rates[s.metric] / top);
+      g.fillRect(x(0) - 2, y - 2, 4, 4);
+    }
+    g.fillRect(lx, 6, 10, 10);
     g.fillStyle = '#1d2330'; g.fillText(s.label, lx + 14, 15);
     lx += g.measureText(s.label).width + 34;
   }
