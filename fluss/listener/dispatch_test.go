@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -201,6 +202,16 @@ func TestErrorCode(t *testing.T) {
 		code, msg := errorCode(c.err)
 		if code != c.code || !strings.Contains(msg, c.text) {
 			t.Errorf("errorCode(%v) = %s %q, want %s containing %q", c.err, code, msg, c.code, c.text)
+		}
+	}
+}
+
+// Every key with a handler is in Served: a Fluss client calls only the keys
+// API_VERSIONS lists ("The server does not support ...").
+func TestHandledKeysServed(t *testing.T) {
+	for k := range handlers {
+		if !slices.Contains(Served, k) {
+			t.Errorf("%s has a handler but is not in Served", k)
 		}
 	}
 }

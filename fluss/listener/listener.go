@@ -89,7 +89,7 @@ func (c Config) Validate() error {
 var Served = []protocol.APIKey{
 	protocol.ApiVersions,
 	protocol.CreateDatabase, protocol.DropDatabase, protocol.ListDatabases, protocol.DatabaseExists,
-	protocol.CreateTable, protocol.DropTable, protocol.GetTableInfo, protocol.ListTables, protocol.TableExists,
+	protocol.CreateTable, protocol.DropTable, protocol.GetTableInfo, protocol.ListTables, protocol.TableExists, protocol.GetTableSchema,
 	protocol.GetMetadata, protocol.ProduceLog, protocol.FetchLog, protocol.PutKv, protocol.Lookup,
 	protocol.PrefixLookup, protocol.ListOffsets, protocol.InitWriter, protocol.LimitScan,
 	protocol.GetTableStats, protocol.GetLatestKvSnapshots, protocol.GetFilesystemSecurityToken,
