@@ -84,8 +84,9 @@ func verifySegment(s *segment, size, next int64) error {
 // taken with or without Tablet.mu (after it).
 type verifyState struct {
 	// bytes and corrupt count the bytes checked and the damaged batches
-	// (or ranges) found: counters for metrics.
-	bytes, corrupt atomic.Int64
+	// (or ranges) found, repaired the ranges RepairDamaged rewrote:
+	// counters for metrics.
+	bytes, corrupt, repaired atomic.Int64
 
 	mu struct {
 		sync.Mutex
@@ -108,6 +109,9 @@ type damagedRange struct {
 	from, to int64 // [from, to)
 	gen      uint64
 	err      error
+	// seg, pos and size are where the range's bytes are: size bytes at
+	// byte pos of the segment with base offset seg.
+	seg, pos, size int64
 }
 
 // VerifiedBytes returns the bytes of sealed segments VerifyStep has
@@ -238,7 +242,7 @@ func (t *Tablet) verifyFrom(s *segment, size, end int64, gen uint64, c verifyCur
 				to, skip = h.NextOffset(), int64(h.Size())
 			}
 		}
-		t.markDamaged(s, c.pos, c.want, to, gen, err)
+		t.markDamaged(s, c.pos, skip, c.want, to, gen, err)
 		c.pos += skip
 		read += skip
 		c.want = to
@@ -250,10 +254,11 @@ func (t *Tablet) verifyFrom(s *segment, size, end int64, gen uint64, c verifyCur
 }
 
 // markDamaged records offsets [from, to) of segment s as damaged, found at
-// byte pos, unless a truncation since (gen) may have rewritten them.
-// A range found again in a later round is not counted or logged again; one
-// found while a truncation rewrote the segment is no finding at all.
-func (t *Tablet) markDamaged(s *segment, pos, from, to int64, gen uint64, err error) {
+// byte pos (size bytes), unless a truncation since (gen) may have rewritten
+// them. A range found again in a later round is not counted or logged
+// again; one found while a truncation rewrote the segment is no finding at
+// all.
+func (t *Tablet) markDamaged(s *segment, pos, size, from, to int64, gen uint64, err error) {
 	t.mu.Lock()
 	v := &t.verify
 	v.mu.Lock()
@@ -262,7 +267,7 @@ func (t *Tablet) markDamaged(s *segment, pos, from, to int64, gen uint64, err er
 		known = known || r.from == from && r.gen == gen
 	}
 	if !known {
-		v.mu.damaged = append(v.mu.damaged, damagedRange{from: from, to: to, gen: gen, err: err})
+		v.mu.damaged = append(v.mu.damaged, damagedRange{from: from, to: to, gen: gen, err: err, seg: s.base, pos: pos, size: size})
 		sort.Slice(v.mu.damaged, func(i, j int) bool { return v.mu.damaged[i].from < v.mu.damaged[j].from })
 	}
 	v.mu.Unlock()
