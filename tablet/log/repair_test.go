@@ -76,7 +76,7 @@ func TestRepairDamagedFromACopy(t *testing.T) {
 	good := copyOf(t, cfg)
 	batches, pos := batchesOf(t, segs[0].Path)
 	flipByte(t, segs[0].Path, pos[1]+int64(len(batches[1]))-10) // a batch's records
-	flipByte(t, segs[2].Path, 10)                                // a length field: the rest of the segment
+	flipByte(t, segs[2].Path, 10)                               // a length field: the rest of the segment
 	damagedCopy := copyOf(t, cfg)
 	verifyRound(t, tb, 1<<20)
 	ranges := tb.Damaged()

@@ -205,6 +205,11 @@ func (t *Tablet) VerifyStep(maxBytes int64) (int64, error) {
 	var err error
 	c, err = t.verifyFrom(s, size, end, gen, c, maxBytes)
 	n := c.pos - start
+	if err != nil && t.mustRetry(gen, err, s) {
+		// A truncation (a follower cutting a damaged range it found, say)
+		// or retention took the bytes being read: no finding; a new round.
+		err, c = nil, verifyCursor{}
+	}
 	if c.pos >= size {
 		c = verifyCursor{base: end, want: end, started: true} // the next segment
 	}
