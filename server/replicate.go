@@ -71,6 +71,21 @@ func (h *replicaHandler) fetch(ctx context.Context, m *stromv1.FetchReplicaReque
 	return results
 }
 
+// ReadReplicaRange serves a leader repairing a damaged range of its log
+// (replica.Manager.ReadRange): this node's copy, at most
+// log.replica.fetch.max-bytes-for-bucket of it (at least one batch).
+func (h *replicaHandler) ReadReplicaRange(ctx context.Context, req *connect.Request[stromv1.ReadReplicaRangeRequest]) (*connect.Response[stromv1.ReadReplicaRangeResponse], error) {
+	m := req.Msg
+	batches, err := h.s.replicas.ReadRange(replica.RangeRequest{
+		TB: replica.TableBucket{TableID: m.TableId, Bucket: m.Bucket}, Leader: m.LeaderId, LeaderEpoch: m.LeaderEpoch,
+		Offset: m.Offset, EndOffset: m.EndOffset, MaxBytes: int(m.MaxBytes),
+	}, int(h.s.cfg.ReplicaFetchMaxBytesForBucket))
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&stromv1.ReadReplicaRangeResponse{Records: batches}), nil
+}
+
 func (h *replicaHandler) OffsetForLeaderEpoch(ctx context.Context, req *connect.Request[stromv1.OffsetForLeaderEpochRequest]) (*connect.Response[stromv1.OffsetForLeaderEpochResponse], error) {
 	m := req.Msg
 	epoch, end, err := h.s.replicas.OffsetForLeaderEpoch(replica.TableBucket{TableID: m.TableId, Bucket: m.Bucket}, m.CurrentLeaderEpoch, m.LeaderEpoch)
@@ -109,6 +124,9 @@ type replicaPeers struct {
 	s       *Server
 	http    *http.Client
 	clients *peerClients[stromv1connect.ReplicaServiceClient]
+	// ranges are the clients of ReadReplicaRange, whose answers are
+	// bounded like a fetch answer.
+	ranges *peerClients[stromv1connect.ReplicaServiceClient]
 
 	mu   sync.Mutex
 	bufs map[int32][]byte // by leader: the last fetch's answer, for the next to read into
@@ -116,7 +134,12 @@ type replicaPeers struct {
 
 func newReplicaPeers(s *Server) *replicaPeers {
 	hc := s.signedClient(16)
-	return &replicaPeers{s: s, http: hc, clients: newPeerClients(hc, stromv1connect.NewReplicaServiceClient), bufs: map[int32][]byte{}}
+	readMax := int(s.cfg.ReplicaFetchMaxBytesForBucket + 2*s.cfg.MaxRequestBytes + fetchResponseSlack)
+	bounded := func(h connect.HTTPClient, url string, opts ...connect.ClientOption) stromv1connect.ReplicaServiceClient {
+		return stromv1connect.NewReplicaServiceClient(h, url, append(opts, connect.WithReadMaxBytes(readMax))...)
+	}
+	return &replicaPeers{s: s, http: hc, clients: newPeerClients(hc, stromv1connect.NewReplicaServiceClient),
+		ranges: newPeerClients(hc, bounded), bufs: map[int32][]byte{}}
 }
 
 // peerClients keeps a Connect client of one service per node address, for
@@ -212,4 +235,24 @@ func (p *replicaPeers) OffsetForLeaderEpoch(ctx context.Context, leader int32, t
 		return 0, 0, rpc.RemoteErrorOf(err)
 	}
 	return resp.Msg.LeaderEpoch, resp.Msg.EndOffset, nil
+}
+
+// ReadReplicaRange calls node's ReadReplicaRange, for a leader repairing a
+// damaged range of its log. The answer is bounded like a fetch's (one
+// batch may exceed max_bytes). A node that predates the call answers
+// Unimplemented, returned as an error: the leader tries another follower
+// or leaves the range refused.
+func (p *replicaPeers) ReadReplicaRange(ctx context.Context, node int32, req replica.RangeRequest) ([]byte, error) {
+	addr, err := p.addr(node)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := p.ranges.at(addr).ReadReplicaRange(ctx, connect.NewRequest(&stromv1.ReadReplicaRangeRequest{
+		LeaderId: req.Leader, TableId: req.TB.TableID, Bucket: req.TB.Bucket, LeaderEpoch: req.LeaderEpoch,
+		Offset: req.Offset, EndOffset: req.EndOffset, MaxBytes: int32(min(req.MaxBytes, 1<<30)),
+	}))
+	if err != nil {
+		return nil, rpc.RemoteErrorOf(err)
+	}
+	return resp.Msg.Records, nil
 }

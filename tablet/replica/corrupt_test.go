@@ -130,3 +130,135 @@ func TestFollowerRefetchesACorruptRange(t *testing.T) {
 		t.Errorf("State().CorruptRefetched = %d, want 1", n)
 	}
 }
+
+// TestLeaderRepairsACorruptRangeFromAFollower: a bit flips in a sealed
+// segment of a bucket's leader; the background check finds it and reads
+// refuse the range. The leader asks its in-sync follower for its copy
+// (ReadReplicaRange, Manager.ReadRange there) and rewrites the range in
+// place: reads serve the original bytes again. A follower that cannot
+// answer (a node that predates the call) leaves the range refused, and it
+// is not asked again before repairBackoff. Before, a leader's damaged range
+// stayed refused until a failover.
+func TestLeaderRepairsACorruptRangeFromAFollower(t *testing.T) {
+	tb := TableBucket{TableID: 1}
+	open := func(node int32) (*Replica, string) {
+		lc := log.DefaultConfig()
+		lc.Dir, lc.NoSync, lc.Logger = filepath.Join(t.TempDir(), "log"), true, metatest.Logger(t)
+		lc.SegmentBytes = 400 // a few batches a segment
+		lt, err := log.Open(lc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := newReplica(tb, node, lt, nil, lc.Logger, new(broadcast))
+		t.Cleanup(func() { _ = r.close() })
+		if err := r.setLeaderAndISR(1, 1, []int32{1, 2}); err != nil {
+			t.Fatal(err)
+		}
+		return r, lc.Dir
+	}
+	leader, dir := open(1)
+	follower, _ := open(2)
+	for range 20 {
+		if _, err := leader.Append(context.Background(), batch(3), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fetch := &fakePeer{leaders: map[TableBucket]*Replica{tb: leader}, fetches: map[TableBucket]int{}}
+	m2 := NewManager(Config{NodeID: 2, Logger: metatest.Logger(t), Fetch: FetchConfig{
+		Peer: fetch, MaxBytes: 1 << 20, MaxBytesForBucket: 1 << 20, MaxWait: 10 * time.Millisecond, Backoff: 10 * time.Millisecond,
+	}}, nil)
+	m2.mu.replicas[tb] = follower
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f := m2.startFetcher(ctx, 1)
+	defer f.stop()
+	f.set(map[TableBucket]*Replica{tb: follower})
+	end := leader.log.LogEndOffset()
+	for follower.log.HighWatermark() != end {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the follower has not caught up by the deadline")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	orig, err := leader.log.Read(0, 1<<20, end)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Flip a bit in the records of the first segment's second batch.
+	seg := filepath.Join(dir, "00000000000000000000.log")
+	data, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, rest, err := record.NextBatch(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, _, err := record.NextBatch(rest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := int64(len(first) + len(second) - 2)
+	fh, err := os.OpenFile(seg, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fh.WriteAt([]byte{data[at] ^ 0x10}, at); err != nil {
+		t.Fatal(err)
+	}
+	fh.Close()
+	if _, err := leader.log.VerifyStep(1 << 20); err != nil {
+		t.Fatal(err)
+	}
+	from := second.BaseOffset()
+	if _, err := leader.log.Read(from, 1<<20, end); !errors.Is(err, log.ErrCorruptRecord) {
+		t.Fatalf("after the check, Read(%d) = %v, want ErrCorruptRecord", from, err)
+	}
+
+	asked := 0
+	peer := &fakePeer{} // first as a node without ReadReplicaRange
+	m1 := NewManager(Config{NodeID: 1, Logger: metatest.Logger(t), Fetch: FetchConfig{Peer: peer, MaxBytesForBucket: 100}}, nil)
+	now := time.Now()
+	m1.repairAsLeader(ctx, leader, now)
+	if _, err := leader.log.Read(from, 1<<20, end); !errors.Is(err, log.ErrCorruptRecord) {
+		t.Fatalf("with no follower answering, Read(%d) = %v, want ErrCorruptRecord", from, err)
+	}
+	peer.ranges = func(node int32, req RangeRequest) ([]byte, error) {
+		asked++
+		if node != 2 {
+			t.Errorf("asked node %d, want the follower, 2", node)
+		}
+		return m2.ReadRange(req, 1<<20)
+	}
+	m1.repairAsLeader(ctx, leader, now.Add(repairBackoff/2))
+	if asked != 0 {
+		t.Fatalf("asked %d times within repairBackoff of a failed repair", asked)
+	}
+	m1.repairAsLeader(ctx, leader, now.Add(repairBackoff+time.Second))
+	if asked == 0 {
+		t.Fatal("the follower was not asked after repairBackoff")
+	}
+	got, err := leader.log.Read(0, 1<<20, end)
+	if err != nil {
+		t.Fatalf("after the repair: %v", err)
+	}
+	if !bytes.Equal(got.Batches, orig.Batches) {
+		t.Error("the repaired log differs from the original")
+	}
+	if n := leader.log.RepairedRanges(); n != 1 {
+		t.Errorf("RepairedRanges() = %d, want 1", n)
+	}
+
+	// The follower refuses an asker that is not its leader at its epoch.
+	for _, req := range []RangeRequest{
+		{TB: tb, Leader: 3, LeaderEpoch: 1, Offset: 0, EndOffset: end, MaxBytes: 100},
+		{TB: tb, Leader: 1, LeaderEpoch: 2, Offset: 0, EndOffset: end, MaxBytes: 100},
+		{TB: tb, Leader: 1, LeaderEpoch: 0, Offset: 0, EndOffset: end, MaxBytes: 100},
+	} {
+		if b, err := m2.ReadRange(req, 1<<20); err == nil {
+			t.Errorf("ReadRange(%+v) = %d bytes, want an error", req, len(b))
+		}
+	}
+}

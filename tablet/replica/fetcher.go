@@ -22,6 +22,9 @@ type Peer interface {
 	// OffsetForLeaderEpoch asks node leader where epoch ends in its log of
 	// tb (Manager.OffsetForLeaderEpoch there).
 	OffsetForLeaderEpoch(ctx context.Context, leader int32, tb TableBucket, currentEpoch, epoch int32) (int32, int64, error)
+	// ReadReplicaRange asks node, a follower of req.TB, for its copy of
+	// batches the leader's log holds damaged (Manager.ReadRange there).
+	ReadReplicaRange(ctx context.Context, node int32, req RangeRequest) ([]byte, error)
 }
 
 // FetchConfig configures the replica fetchers.

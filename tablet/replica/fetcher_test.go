@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -18,6 +19,15 @@ type fakePeer struct {
 	mu      sync.Mutex
 	leaders map[TableBucket]*Replica
 	fetches map[TableBucket]int
+	// ranges answers ReadReplicaRange (nil: as a node without the call).
+	ranges func(node int32, req RangeRequest) ([]byte, error)
+}
+
+func (p *fakePeer) ReadReplicaRange(_ context.Context, node int32, req RangeRequest) ([]byte, error) {
+	if p.ranges == nil {
+		return nil, errors.New("unimplemented: strom.v1.ReplicaService/ReadReplicaRange is not supported")
+	}
+	return p.ranges(node, req)
 }
 
 func (p *fakePeer) FetchReplica(_ context.Context, _ int32, req FetchRequest) ([]BucketFetchResult, error) {

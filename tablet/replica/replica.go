@@ -129,6 +129,9 @@ type Replica struct {
 		// corruptRefetched counts the damaged ranges this replica, as a
 		// follower, cut and fetched again from its leader (refetchCorrupt).
 		corruptRefetched int64
+		// repairAfter is, on a leader, when it tries again to repair its
+		// damaged ranges after a failed try (repairAsLeader).
+		repairAfter time.Time
 	}
 	// gapWait is how long such a batch waits (gapWait; tests change it).
 	gapWait time.Duration

@@ -450,6 +450,146 @@ func (x *OffsetForLeaderEpochResponse) GetEndOffset() int64 {
 	return 0
 }
 
+type ReadReplicaRangeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// leader_id is the asking node, the bucket's leader at leader_epoch.
+	LeaderId    int32 `protobuf:"varint,1,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	TableId     int64 `protobuf:"varint,2,opt,name=table_id,json=tableId,proto3" json:"table_id,omitempty"`
+	Bucket      int32 `protobuf:"varint,3,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	LeaderEpoch int32 `protobuf:"varint,4,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	Offset      int64 `protobuf:"varint,5,opt,name=offset,proto3" json:"offset,omitempty"`
+	EndOffset   int64 `protobuf:"varint,6,opt,name=end_offset,json=endOffset,proto3" json:"end_offset,omitempty"`
+	// max_bytes bounds the batches of the answer (the asked node bounds it
+	// further by its log.replica.fetch.max-bytes-for-bucket).
+	MaxBytes      int32 `protobuf:"varint,7,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadReplicaRangeRequest) Reset() {
+	*x = ReadReplicaRangeRequest{}
+	mi := &file_strom_v1_replica_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadReplicaRangeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadReplicaRangeRequest) ProtoMessage() {}
+
+func (x *ReadReplicaRangeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strom_v1_replica_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadReplicaRangeRequest.ProtoReflect.Descriptor instead.
+func (*ReadReplicaRangeRequest) Descriptor() ([]byte, []int) {
+	return file_strom_v1_replica_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ReadReplicaRangeRequest) GetLeaderId() int32 {
+	if x != nil {
+		return x.LeaderId
+	}
+	return 0
+}
+
+func (x *ReadReplicaRangeRequest) GetTableId() int64 {
+	if x != nil {
+		return x.TableId
+	}
+	return 0
+}
+
+func (x *ReadReplicaRangeRequest) GetBucket() int32 {
+	if x != nil {
+		return x.Bucket
+	}
+	return 0
+}
+
+func (x *ReadReplicaRangeRequest) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *ReadReplicaRangeRequest) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *ReadReplicaRangeRequest) GetEndOffset() int64 {
+	if x != nil {
+		return x.EndOffset
+	}
+	return 0
+}
+
+func (x *ReadReplicaRangeRequest) GetMaxBytes() int32 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+type ReadReplicaRangeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// records are whole batches from offset, as stored.
+	Records       []byte `protobuf:"bytes,1,opt,name=records,proto3" json:"records,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadReplicaRangeResponse) Reset() {
+	*x = ReadReplicaRangeResponse{}
+	mi := &file_strom_v1_replica_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadReplicaRangeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadReplicaRangeResponse) ProtoMessage() {}
+
+func (x *ReadReplicaRangeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strom_v1_replica_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadReplicaRangeResponse.ProtoReflect.Descriptor instead.
+func (*ReadReplicaRangeResponse) Descriptor() ([]byte, []int) {
+	return file_strom_v1_replica_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ReadReplicaRangeResponse) GetRecords() []byte {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
 var File_strom_v1_replica_proto protoreflect.FileDescriptor
 
 const file_strom_v1_replica_proto_rawDesc = "" +
@@ -488,10 +628,22 @@ const file_strom_v1_replica_proto_rawDesc = "" +
 	"\x1cOffsetForLeaderEpochResponse\x12!\n" +
 	"\fleader_epoch\x18\x01 \x01(\x05R\vleaderEpoch\x12\x1d\n" +
 	"\n" +
-	"end_offset\x18\x02 \x01(\x03R\tendOffset2\xc6\x01\n" +
+	"end_offset\x18\x02 \x01(\x03R\tendOffset\"\xe0\x01\n" +
+	"\x17ReadReplicaRangeRequest\x12\x1b\n" +
+	"\tleader_id\x18\x01 \x01(\x05R\bleaderId\x12\x19\n" +
+	"\btable_id\x18\x02 \x01(\x03R\atableId\x12\x16\n" +
+	"\x06bucket\x18\x03 \x01(\x05R\x06bucket\x12!\n" +
+	"\fleader_epoch\x18\x04 \x01(\x05R\vleaderEpoch\x12\x16\n" +
+	"\x06offset\x18\x05 \x01(\x03R\x06offset\x12\x1d\n" +
+	"\n" +
+	"end_offset\x18\x06 \x01(\x03R\tendOffset\x12\x1b\n" +
+	"\tmax_bytes\x18\a \x01(\x05R\bmaxBytes\"4\n" +
+	"\x18ReadReplicaRangeResponse\x12\x18\n" +
+	"\arecords\x18\x01 \x01(\fR\arecords2\xa1\x02\n" +
 	"\x0eReplicaService\x12M\n" +
 	"\fFetchReplica\x12\x1d.strom.v1.FetchReplicaRequest\x1a\x1e.strom.v1.FetchReplicaResponse\x12e\n" +
-	"\x14OffsetForLeaderEpoch\x12%.strom.v1.OffsetForLeaderEpochRequest\x1a&.strom.v1.OffsetForLeaderEpochResponseB Z\x1estrom/rpc/gen/strom/v1;stromv1b\x06proto3"
+	"\x14OffsetForLeaderEpoch\x12%.strom.v1.OffsetForLeaderEpochRequest\x1a&.strom.v1.OffsetForLeaderEpochResponse\x12Y\n" +
+	"\x10ReadReplicaRange\x12!.strom.v1.ReadReplicaRangeRequest\x1a\".strom.v1.ReadReplicaRangeResponseB Z\x1estrom/rpc/gen/strom/v1;stromv1b\x06proto3"
 
 var (
 	file_strom_v1_replica_proto_rawDescOnce sync.Once
@@ -505,7 +657,7 @@ func file_strom_v1_replica_proto_rawDescGZIP() []byte {
 	return file_strom_v1_replica_proto_rawDescData
 }
 
-var file_strom_v1_replica_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_strom_v1_replica_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_strom_v1_replica_proto_goTypes = []any{
 	(*FetchReplicaRequest)(nil),          // 0: strom.v1.FetchReplicaRequest
 	(*FetchReplicaBucket)(nil),           // 1: strom.v1.FetchReplicaBucket
@@ -513,18 +665,22 @@ var file_strom_v1_replica_proto_goTypes = []any{
 	(*FetchReplicaBucketResult)(nil),     // 3: strom.v1.FetchReplicaBucketResult
 	(*OffsetForLeaderEpochRequest)(nil),  // 4: strom.v1.OffsetForLeaderEpochRequest
 	(*OffsetForLeaderEpochResponse)(nil), // 5: strom.v1.OffsetForLeaderEpochResponse
-	(*ErrorDetail)(nil),                  // 6: strom.v1.ErrorDetail
+	(*ReadReplicaRangeRequest)(nil),      // 6: strom.v1.ReadReplicaRangeRequest
+	(*ReadReplicaRangeResponse)(nil),     // 7: strom.v1.ReadReplicaRangeResponse
+	(*ErrorDetail)(nil),                  // 8: strom.v1.ErrorDetail
 }
 var file_strom_v1_replica_proto_depIdxs = []int32{
 	1, // 0: strom.v1.FetchReplicaRequest.buckets:type_name -> strom.v1.FetchReplicaBucket
 	3, // 1: strom.v1.FetchReplicaResponse.buckets:type_name -> strom.v1.FetchReplicaBucketResult
-	6, // 2: strom.v1.FetchReplicaBucketResult.error:type_name -> strom.v1.ErrorDetail
+	8, // 2: strom.v1.FetchReplicaBucketResult.error:type_name -> strom.v1.ErrorDetail
 	0, // 3: strom.v1.ReplicaService.FetchReplica:input_type -> strom.v1.FetchReplicaRequest
 	4, // 4: strom.v1.ReplicaService.OffsetForLeaderEpoch:input_type -> strom.v1.OffsetForLeaderEpochRequest
-	2, // 5: strom.v1.ReplicaService.FetchReplica:output_type -> strom.v1.FetchReplicaResponse
-	5, // 6: strom.v1.ReplicaService.OffsetForLeaderEpoch:output_type -> strom.v1.OffsetForLeaderEpochResponse
-	5, // [5:7] is the sub-list for method output_type
-	3, // [3:5] is the sub-list for method input_type
+	6, // 5: strom.v1.ReplicaService.ReadReplicaRange:input_type -> strom.v1.ReadReplicaRangeRequest
+	2, // 6: strom.v1.ReplicaService.FetchReplica:output_type -> strom.v1.FetchReplicaResponse
+	5, // 7: strom.v1.ReplicaService.OffsetForLeaderEpoch:output_type -> strom.v1.OffsetForLeaderEpochResponse
+	7, // 8: strom.v1.ReplicaService.ReadReplicaRange:output_type -> strom.v1.ReadReplicaRangeResponse
+	6, // [6:9] is the sub-list for method output_type
+	3, // [3:6] is the sub-list for method input_type
 	3, // [3:3] is the sub-list for extension type_name
 	3, // [3:3] is the sub-list for extension extendee
 	0, // [0:3] is the sub-list for field type_name
@@ -542,7 +698,7 @@ func file_strom_v1_replica_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strom_v1_replica_proto_rawDesc), len(file_strom_v1_replica_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -39,6 +39,9 @@ const (
 	// ReplicaServiceOffsetForLeaderEpochProcedure is the fully-qualified name of the ReplicaService's
 	// OffsetForLeaderEpoch RPC.
 	ReplicaServiceOffsetForLeaderEpochProcedure = "/strom.v1.ReplicaService/OffsetForLeaderEpoch"
+	// ReplicaServiceReadReplicaRangeProcedure is the fully-qualified name of the ReplicaService's
+	// ReadReplicaRange RPC.
+	ReplicaServiceReadReplicaRangeProcedure = "/strom.v1.ReplicaService/ReadReplicaRange"
 )
 
 // ReplicaServiceClient is a client for the strom.v1.ReplicaService service.
@@ -55,6 +58,16 @@ type ReplicaServiceClient interface {
 	// KIP-101/KIP-279): the largest epoch ≤ leader_epoch the leader's log
 	// knows, and the offset where it ends in the leader's log.
 	OffsetForLeaderEpoch(context.Context, *connect.Request[v1.OffsetForLeaderEpochRequest]) (*connect.Response[v1.OffsetForLeaderEpochResponse], error)
+	// ReadReplicaRange answers a leader repairing a damaged range of its log
+	// (found by its background check of sealed segments): the asked
+	// replica's own batches of the bucket from offset, below its high
+	// watermark (committed, so byte for byte every in-sync replica's) and
+	// below end_offset, at most max_bytes (at least one batch). The asked
+	// node must follow leader_id at leader_epoch: else NOT_LEADER_OR_FOLLOWER
+	// or FENCED_LEADER_EPOCH. The asked replica's state is not changed. A node
+	// that predates this call answers Unimplemented, and the leader leaves
+	// the range refused.
+	ReadReplicaRange(context.Context, *connect.Request[v1.ReadReplicaRangeRequest]) (*connect.Response[v1.ReadReplicaRangeResponse], error)
 }
 
 // NewReplicaServiceClient constructs a client for the strom.v1.ReplicaService service. By default,
@@ -80,6 +93,12 @@ func NewReplicaServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(replicaServiceMethods.ByName("OffsetForLeaderEpoch")),
 			connect.WithClientOptions(opts...),
 		),
+		readReplicaRange: connect.NewClient[v1.ReadReplicaRangeRequest, v1.ReadReplicaRangeResponse](
+			httpClient,
+			baseURL+ReplicaServiceReadReplicaRangeProcedure,
+			connect.WithSchema(replicaServiceMethods.ByName("ReadReplicaRange")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -87,6 +106,7 @@ func NewReplicaServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 type replicaServiceClient struct {
 	fetchReplica         *connect.Client[v1.FetchReplicaRequest, v1.FetchReplicaResponse]
 	offsetForLeaderEpoch *connect.Client[v1.OffsetForLeaderEpochRequest, v1.OffsetForLeaderEpochResponse]
+	readReplicaRange     *connect.Client[v1.ReadReplicaRangeRequest, v1.ReadReplicaRangeResponse]
 }
 
 // FetchReplica calls strom.v1.ReplicaService.FetchReplica.
@@ -97,6 +117,11 @@ func (c *replicaServiceClient) FetchReplica(ctx context.Context, req *connect.Re
 // OffsetForLeaderEpoch calls strom.v1.ReplicaService.OffsetForLeaderEpoch.
 func (c *replicaServiceClient) OffsetForLeaderEpoch(ctx context.Context, req *connect.Request[v1.OffsetForLeaderEpochRequest]) (*connect.Response[v1.OffsetForLeaderEpochResponse], error) {
 	return c.offsetForLeaderEpoch.CallUnary(ctx, req)
+}
+
+// ReadReplicaRange calls strom.v1.ReplicaService.ReadReplicaRange.
+func (c *replicaServiceClient) ReadReplicaRange(ctx context.Context, req *connect.Request[v1.ReadReplicaRangeRequest]) (*connect.Response[v1.ReadReplicaRangeResponse], error) {
+	return c.readReplicaRange.CallUnary(ctx, req)
 }
 
 // ReplicaServiceHandler is an implementation of the strom.v1.ReplicaService service.
@@ -113,6 +138,16 @@ type ReplicaServiceHandler interface {
 	// KIP-101/KIP-279): the largest epoch ≤ leader_epoch the leader's log
 	// knows, and the offset where it ends in the leader's log.
 	OffsetForLeaderEpoch(context.Context, *connect.Request[v1.OffsetForLeaderEpochRequest]) (*connect.Response[v1.OffsetForLeaderEpochResponse], error)
+	// ReadReplicaRange answers a leader repairing a damaged range of its log
+	// (found by its background check of sealed segments): the asked
+	// replica's own batches of the bucket from offset, below its high
+	// watermark (committed, so byte for byte every in-sync replica's) and
+	// below end_offset, at most max_bytes (at least one batch). The asked
+	// node must follow leader_id at leader_epoch: else NOT_LEADER_OR_FOLLOWER
+	// or FENCED_LEADER_EPOCH. The asked replica's state is not changed. A node
+	// that predates this call answers Unimplemented, and the leader leaves
+	// the range refused.
+	ReadReplicaRange(context.Context, *connect.Request[v1.ReadReplicaRangeRequest]) (*connect.Response[v1.ReadReplicaRangeResponse], error)
 }
 
 // NewReplicaServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -134,12 +169,20 @@ func NewReplicaServiceHandler(svc ReplicaServiceHandler, opts ...connect.Handler
 		connect.WithSchema(replicaServiceMethods.ByName("OffsetForLeaderEpoch")),
 		connect.WithHandlerOptions(opts...),
 	)
+	replicaServiceReadReplicaRangeHandler := connect.NewUnaryHandler(
+		ReplicaServiceReadReplicaRangeProcedure,
+		svc.ReadReplicaRange,
+		connect.WithSchema(replicaServiceMethods.ByName("ReadReplicaRange")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/strom.v1.ReplicaService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ReplicaServiceFetchReplicaProcedure:
 			replicaServiceFetchReplicaHandler.ServeHTTP(w, r)
 		case ReplicaServiceOffsetForLeaderEpochProcedure:
 			replicaServiceOffsetForLeaderEpochHandler.ServeHTTP(w, r)
+		case ReplicaServiceReadReplicaRangeProcedure:
+			replicaServiceReadReplicaRangeHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -155,4 +198,8 @@ func (UnimplementedReplicaServiceHandler) FetchReplica(context.Context, *connect
 
 func (UnimplementedReplicaServiceHandler) OffsetForLeaderEpoch(context.Context, *connect.Request[v1.OffsetForLeaderEpochRequest]) (*connect.Response[v1.OffsetForLeaderEpochResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strom.v1.ReplicaService.OffsetForLeaderEpoch is not implemented"))
+}
+
+func (UnimplementedReplicaServiceHandler) ReadReplicaRange(context.Context, *connect.Request[v1.ReadReplicaRangeRequest]) (*connect.Response[v1.ReadReplicaRangeResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strom.v1.ReplicaService.ReadReplicaRange is not implemented"))
 }
