@@ -1,0 +1,88 @@
+package testcluster
+
+import (
+	"bytes"
+	"os"
+	"testing"
+	"time"
+
+	"strom/record"
+	"strom/server"
+)
+
+// TestLeaderRepairsACorruptSegment: a bit flips in a sealed segment of the
+// leader of a bucket of replication factor 3. The leader's background
+// check finds the damaged batch, and the leader rewrites it from an
+// in-sync follower's copy (ReadReplicaRange): with no failover, reads of
+// the range succeed again, the whole log is the original bytes (nothing
+// acknowledged lost), and so is the segment file. Before, the range stayed
+// refused (CORRUPT_RECORD) until another replica led.
+func TestLeaderRepairsACorruptSegment(t *testing.T) {
+	ctx := ctxFor(t, 90*time.Second)
+	c := New(t, Options{Nodes: 3, Verbose: os.Getenv("VERBOSE") != "", Configure: func(_ int, cfg *server.Config) {
+		cfg.SegmentBytes = 1 << 10 // a few batches a segment
+		cfg.SegmentVerifyRate = 1 << 20
+	}})
+	l, err := c.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := createTable(ctx, l, "fluss", "corrupt", 1, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, leader := bucket0(tbl), tbl.LeaderISR[0].Leader
+	appendAcks(ctx, t, c, tbl, leader, 0, 300, -1)
+	want := waitInSync(ctx, t, c, tb, leader)
+	lr := replicaOn(c.Node(int(leader)), tb)
+	epoch := leaderISR(t, c.Node(int(leader)), tbl).LeaderEpoch
+	var seg string
+	for _, s := range lr.Log().Segments() {
+		if s.Sealed && s.Size > 0 {
+			seg = s.Path
+			break
+		}
+	}
+	if seg == "" {
+		t.Fatalf("no sealed segment in %+v", lr.Log().Segments())
+	}
+	orig, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, rest, err := record.NextBatch(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, _, err := record.NextBatch(rest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := int64(len(first) + len(second) - 3) // in the second batch's records
+	f, err := os.OpenFile(seg, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{orig[at] ^ 0x08}, at); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	waitUntil(ctx, t, "the leader's check finds the damaged batch and repairs it", func() bool {
+		return lr.Log().CorruptBatches() == 1 && lr.Log().RepairedRanges() == 1
+	})
+	got, _ := logOf(t, lr) // fails the test on a refused range
+	if !bytes.Equal(got, want) {
+		t.Error("the leader's repaired log differs from what was acknowledged")
+	}
+	now, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(now, orig) {
+		t.Error("the repaired segment file differs from its original bytes")
+	}
+	if li := leaderISR(t, c.Node(int(leader)), tbl); li.Leader != leader || li.LeaderEpoch != epoch {
+		t.Errorf("leader_isr is %+v, want node %d still leading at epoch %d (a repair, not a failover)", li, leader, epoch)
+	}
+}
