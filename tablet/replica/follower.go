@@ -101,9 +101,8 @@ func (r *Replica) appendFetched(leader, epoch int32, res BucketFetchResult) erro
 // offset (found by the background check of sealed segments,
 // log.Tablet.VerifyStep, which then refuses it to readers): the log and
 // the KV are cut at offset and the fetcher fetches the rest again from the
-// leader, which holds it. A leader's damaged range is not repaired: reads
-// of it fail with CORRUPT_RECORD (its followers keep their copies, and
-// one of them serves it once it leads).
+// leader, which holds it. A leader repairs its damaged ranges from a
+// follower's copy instead (repairAsLeader).
 func (r *Replica) refetchCorrupt(leader, epoch int32, offset int64) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
