@@ -217,6 +217,17 @@ func TestConsole(t *testing.T) {
 	base := "http://" + console.API + "/ui/"
 	t.Logf("console on node %d: %s", console.ID, base)
 
+	// /ui redirects to the console's page.
+	resp, err := http.Get(strings.TrimSuffix(base, "/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.Request.URL.Path != "/ui/" || !strings.Contains(string(page), "<title>Strom console</title>") {
+		t.Fatalf("GET /ui ended at %s with %.200s", resp.Request.URL, page)
+	}
+
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1280, 900))
 	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
@@ -414,6 +425,9 @@ func TestConsole(t *testing.T) {
 				return shown == want
 			})
 		}
+		// A line of a few points, for the screenshot.
+		var points int
+		waitFor(b, "three points charted", `Number(document.getElementById('chart-bytes').dataset.points || 0)`, &points, func() bool { return points >= 3 })
 		b.shot("throughput")
 	})
 }

@@ -520,7 +520,10 @@ async function throughputView(alive) {
       if (points.length > keepPoints) points.shift();
     }
     last = {t: now, sums};
-    for (const [name, canvas] of Object.entries(charts)) drawChart(canvas, series.filter(s => s.chart === name), points);
+    for (const [name, canvas] of Object.entries(charts)) {
+      drawChart(canvas, series.filter(s => s.chart === name), points);
+      canvas.dataset.points = points.length;
+    }
     totals.replaceChildren(tableOf('totals', ['Counter', 'Total', 'Now per second'], series.map(s =>
       h('tr', {'data-metric': s.metric}, h('td', {}, s.metric), h('td', {class: 'num total'}, sums[s.metric] || 0),
         points.length ? h('td', {class: 'num rate', 'data-rate': points[points.length - 1].rates[s.metric]}, human(points[points.length - 1].rates[s.metric])) :
