@@ -168,6 +168,8 @@ var bucketMetrics = []bucketMetric{
 		func(b *Bucket) (float64, bool) { return always(float64(b.CorruptBatches)) }),
 	bucket("strom_tablet_corrupt_refetched_total", "Damaged ranges this replica, as a follower, repaired by fetching them again from its leader.", counter,
 		func(b *Bucket) (float64, bool) { return always(float64(b.CorruptRefetched)) }),
+	bucket("strom_tablet_corrupt_repaired_total", "Damaged ranges this replica, as the leader, rewrote in place from an in-sync follower's copy.", counter,
+		func(b *Bucket) (float64, bool) { return always(float64(b.CorruptRepaired)) }),
 	bucket("strom_tablet_remote_log_lag", "Rows of the bucket's log above the end of its remote (tiered) segments; reported by the leader when remote.data.dir is set.", gauge,
 		func(b *Bucket) (float64, bool) { return b.leaderValue(float64(b.RemoteLogLag), b.RemoteLogLag >= 0) }),
 	bucket("strom_kv_size_bytes", "Disk space of the primary-key bucket's Pebble database.", gauge,

@@ -56,8 +56,10 @@ type Bucket struct {
 	// the leader's log end (node id to lag).
 	FollowerLag map[int32]int64
 	// CorruptBatches counts the damaged batches found in the log since it
-	// opened; CorruptRefetched those repaired by fetching them again.
-	CorruptBatches, CorruptRefetched int64
+	// opened; CorruptRefetched those repaired by fetching them again (as a
+	// follower), CorruptRepaired those rewritten from a follower's copy (as
+	// the leader).
+	CorruptBatches, CorruptRefetched, CorruptRepaired int64
 	// RemoteLogLag is, on the leader with log tiering on, the rows of the
 	// log not yet in remote storage; -1 when not reported.
 	RemoteLogLag int64

@@ -158,7 +158,7 @@ func (s *Server) bucketMetrics(r *replica.Replica, byID map[int64]catalog.Table)
 		Leader: st.Leader == s.cfg.NodeID, Traffic: r.Traffic().Counts(),
 		LogStartOffset: st.LogStartOffset, LogEndOffset: st.LogEndOffset, HighWatermark: st.HighWatermark,
 		ISR: len(st.ISR), MinISR: s.cfg.MinInSyncReplicas,
-		CorruptBatches: st.CorruptBatches, CorruptRefetched: st.CorruptRefetched, RemoteLogLag: -1,
+		CorruptBatches: st.CorruptBatches, CorruptRefetched: st.CorruptRefetched, CorruptRepaired: st.CorruptRepaired, RemoteLogLag: -1,
 	}
 	if t, ok := byID[tb.TableID]; ok {
 		b.Table = t.Database + "." + t.Name

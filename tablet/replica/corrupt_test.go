@@ -247,8 +247,8 @@ func TestLeaderRepairsACorruptRangeFromAFollower(t *testing.T) {
 	if !bytes.Equal(got.Batches, orig.Batches) {
 		t.Error("the repaired log differs from the original")
 	}
-	if n := leader.log.RepairedRanges(); n != 1 {
-		t.Errorf("RepairedRanges() = %d, want 1", n)
+	if n := leader.State().CorruptRepaired; n != 1 {
+		t.Errorf("State().CorruptRepaired = %d, want 1", n)
 	}
 
 	// The follower refuses an asker that is not its leader at its epoch.

@@ -221,8 +221,10 @@ type State struct {
 	// CorruptBatches counts the damaged batches (or ranges) the background
 	// check of sealed segments found in this replica's log since it opened
 	// (log.Tablet.CorruptBatches); CorruptRefetched those of them this
-	// replica, as a follower, repaired by fetching them again.
-	CorruptBatches, CorruptRefetched int64
+	// replica, as a follower, repaired by fetching them again;
+	// CorruptRepaired those it, as the leader, rewrote in place from a
+	// follower's copy (log.Tablet.RepairedRanges).
+	CorruptBatches, CorruptRefetched, CorruptRepaired int64
 }
 
 // State returns a snapshot of the replica's role and progress.
@@ -233,6 +235,7 @@ func (r *Replica) State() State {
 		Leader: r.mu.leader, LeaderEpoch: r.mu.leaderEpoch, ISR: slices.Clone(r.mu.isr),
 		HighWatermark: r.log.HighWatermark(), LogStartOffset: r.log.LogStartOffset(), LogEndOffset: r.log.LogEndOffset(),
 		CorruptBatches: r.log.CorruptBatches(), CorruptRefetched: r.mu.corruptRefetched,
+		CorruptRepaired: r.log.RepairedRanges(),
 	}
 	if r.mu.leader == r.nodeID {
 		st.Followers = maps.Clone(r.mu.followers)
