@@ -35,14 +35,21 @@ func newSnapshotKV(ctx context.Context, t *testing.T, remoteDir string, retained
 // leader first, and returns the bucket's retained snapshots then.
 func snapshotRound(ctx context.Context, t *testing.T, c *Cluster, tb replica.TableBucket) catalog.KvSnapshots {
 	t.Helper()
+	return snapshotRoundAt(ctx, t, c, tb, time.Now())
+}
+
+// snapshotRoundAt is snapshotRound with now the time of the rounds (the
+// snapshots' creation time, table.log.ttl's judge).
+func snapshotRoundAt(ctx context.Context, t *testing.T, c *Cluster, tb replica.TableBucket, now time.Time) catalog.KvSnapshots {
+	t.Helper()
 	l := bucketLeader(ctx, t, c, tb)
-	l.Server().Replicas().SnapshotOnce(ctx, time.Now())
+	l.Server().Replicas().SnapshotOnce(ctx, now)
 	for _, n := range c.Nodes() {
 		if n != l && n.Server() != nil {
 			if err := n.Server().Metadata().Sync(ctx); err != nil {
 				t.Fatal(err)
 			}
-			n.Server().Replicas().SnapshotOnce(ctx, time.Now())
+			n.Server().Replicas().SnapshotOnce(ctx, now)
 		}
 	}
 	s, err := catalog.New(l.Server().Metadata()).KvSnapshots(tb.TableID, tb.Bucket)

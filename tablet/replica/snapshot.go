@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"strom/raftmeta/catalog"
+	"strom/record"
 	"strom/remote"
 	"strom/tablet/kv"
+	"strom/tablet/log"
 )
 
 // KV snapshots (issue 14 item 3; DESIGN.md "KV snapshots"): every
@@ -59,7 +61,7 @@ type KvSnapshotCommitter interface {
 // kv/<db>/<table>-<table id>/<bucket>/ (Fluss's layout): SSTs under
 // shared/, the other files of each snapshot under snap-<id>-<random>/.
 func remoteKVPrefix(t catalog.Table, tb TableBucket) string {
-	return fmt.Sprintf("kv/%s/%s-%d/%d/", t.Database, t.Name, tb.TableID, tb.Bucket)
+	return fmt.Sprintf("%s%d/", catalog.RemoteKVPrefix(t.Database, t.Name, tb.TableID), tb.Bucket)
 }
 
 // SnapshotOnce runs one round of KV snapshots on every primary-key bucket
@@ -68,18 +70,29 @@ func remoteKVPrefix(t catalog.Table, tb TableBucket) string {
 // now is the snapshots' creation time (the manager's Run does it every
 // SnapshotConfig.Interval).
 func (m *Manager) SnapshotOnce(ctx context.Context, now time.Time) {
-	m.eachBucket(ctx, true, "kv snapshot", func(r *Replica, t catalog.Table) error { return m.snapshotBucket(ctx, r, t, now) })
+	m.eachBucket(ctx, "kv snapshot", func(r *Replica, t catalog.Table) error { return m.snapshotBucket(ctx, r, t, now) })
 }
 
-// eachBucket runs round on every hosted replica of a primary-key table
-// (kv) or of a log table (!kv), logging its errors as what.
-func (m *Manager) eachBucket(ctx context.Context, kv bool, what string, round func(*Replica, catalog.Table) error) {
+// eachBucket runs round on every hosted replica of a primary-key table,
+// logging its errors as what.
+func (m *Manager) eachBucket(ctx context.Context, what string, round func(*Replica, catalog.Table) error) {
+	m.eachReplica(ctx, what, func(r *Replica, t catalog.Table) error {
+		if r.kv == nil {
+			return nil
+		}
+		return round(r, t)
+	})
+}
+
+// eachReplica runs round on every hosted replica, logging its errors as
+// what.
+func (m *Manager) eachReplica(ctx context.Context, what string, round func(*Replica, catalog.Table) error) {
 	m.mu.RLock()
 	tables := m.mu.tables
 	m.mu.RUnlock()
 	for _, r := range m.replicas() {
 		t, ok := tables[r.tb.TableID]
-		if !ok || (r.kv != nil) != kv {
+		if !ok {
 			continue
 		}
 		if err := round(r, t); err != nil && ctx.Err() == nil {
@@ -114,7 +127,7 @@ func (m *Manager) snapshotBucket(ctx context.Context, r *Replica, t catalog.Tabl
 		return err
 	}
 	if leader != m.cfg.NodeID {
-		return m.trimChangelog(r, snaps, nil)
+		return m.trimChangelog(r, t, snaps, nil, now)
 	}
 	// An idle bucket takes none, and an empty one none yet (latest is
 	// the zero snapshot, at offset 0, when there is none).
@@ -147,7 +160,7 @@ func (m *Manager) snapshotBucket(ctx context.Context, r *Replica, t catalog.Tabl
 			return err
 		}
 	}
-	return m.trimChangelog(r, snaps, r.isrLogEnds())
+	return m.trimChangelog(r, t, snaps, r.isrLogEnds(), now)
 }
 
 // kvSnapshots is the bucket's retained snapshots as the leader at epoch
@@ -241,12 +254,21 @@ func (r *Replica) isrLogEnds() []int64 {
 	return ends
 }
 
-// trimChangelog deletes the changelog's segments below the oldest retained
-// snapshot's offset, and below this replica's own KV flushed offset (its
-// own recovery replays from there), once each of holders (the in-sync
-// replicas' log ends, on a leader) is at least that far: a replica that
-// falls behind the trimmed log restores a snapshot.
-func (m *Manager) trimChangelog(r *Replica, snaps catalog.KvSnapshots, holders []int64) error {
+// trimChangelog deletes the changelog's oldest segments that every reader
+// of it can do without (DESIGN.md "Changelog trim"):
+//   - the KV: wholly below the oldest retained snapshot's offset and this
+//     replica's own KV flushed offset (its own recovery replays from
+//     there), and below each of holders (the in-sync replicas' log ends, on
+//     a leader): a replica that falls behind the trimmed log restores a
+//     snapshot;
+//   - with tiering on, a consumer of the changelog: each segment is also
+//     either expired (table.log.ttl at now) or in the committed remote log
+//     manifest and older than the newest table.log.tiered.local-segments.
+//
+// Everything it reads is committed (the snapshots and the manifest through
+// the coordinator), so a crash between any two steps of a snapshot or a
+// tiering round leaves only segments it may still delete.
+func (m *Manager) trimChangelog(r *Replica, t catalog.Table, snaps catalog.KvSnapshots, holders []int64, now time.Time) error {
 	if len(snaps.Snapshots) == 0 {
 		return nil
 	}
@@ -254,12 +276,43 @@ func (m *Manager) trimChangelog(r *Replica, snaps catalog.KvSnapshots, holders [
 	for _, end := range holders {
 		upTo = min(upTo, end)
 	}
+	if m.cfg.Tier.Store != nil {
+		r.mu.Lock()
+		epoch := r.mu.leaderEpoch
+		r.mu.Unlock()
+		man, err := m.manifest(r, epoch)
+		if err != nil {
+			return err
+		}
+		upTo = min(upTo, tieredTrimPoint(r.log.Segments(), man, t.Descriptor(), now))
+	}
 	if upTo <= r.log.LogStartOffset() {
 		return nil
 	}
 	n, err := r.log.DeleteSegmentsBefore(upTo)
 	if n > 0 {
-		m.lg.Info("changelog trimmed below the oldest kv snapshot", "bucket", r.tb.String(), "segments", n, "log_start", r.log.LogStartOffset())
+		m.lg.Info("changelog trimmed", "bucket", r.tb.String(), "segments", n, "log_start", r.log.LogStartOffset())
 	}
 	return err
+}
+
+// tieredTrimPoint is the end of the longest run of oldest local segments
+// of which each is expired (table.log.ttl at now) or held by man and
+// older than the newest table.log.tiered.local-segments: the offset below
+// which a changelog consumer loses nothing when they go.
+func tieredTrimPoint(local []log.SegmentInfo, man catalog.RemoteLogManifest, d record.TableDescriptor, now time.Time) int64 {
+	limit, keep := ttlLimit(d, now), localSegmentsKept(d)
+	if len(local) == 0 {
+		return 0
+	}
+	upTo := local[0].BaseOffset
+	for i, s := range local {
+		tiered := len(man.Segments) > 0 && man.StartOffset() <= s.BaseOffset && s.NextOffset <= man.EndOffset() && i < len(local)-keep
+		expired := s.BaseOffset == s.NextOffset || s.MaxTimestamp < limit
+		if !s.Sealed || !(tiered || expired) {
+			break
+		}
+		upTo = s.NextOffset
+	}
+	return upTo
 }

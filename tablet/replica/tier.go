@@ -23,8 +23,11 @@ import (
 // TierConfig.Interval the leader of each log-table bucket copies its rolled
 // segments below the high watermark to remote storage, commits the new
 // manifest through the coordinator, and only then deletes the local
-// segments beyond table.log.tiered.local-segments. Reads below the local
-// log start are served from the remote segments (remoteread.go).
+// segments beyond table.log.tiered.local-segments. A primary-key table's
+// changelog is tiered the same way; its local segments are deleted by the
+// changelog trim (snapshot.go), which also needs them below the oldest
+// retained KV snapshot. Reads below the local log start are served from
+// the remote segments (remoteread.go).
 
 // TierConfig configures log tiering.
 type TierConfig struct {
@@ -63,7 +66,7 @@ type RemoteLogCommitter interface {
 // log/<db>/<table>-<table id>/<bucket>/ (Fluss's layout), each segment's
 // objects under <segment id>/.
 func remoteLogPrefix(t catalog.Table, tb TableBucket) string {
-	return fmt.Sprintf("log/%s/%s-%d/%d/", t.Database, t.Name, tb.TableID, tb.Bucket)
+	return fmt.Sprintf("%s%d/", catalog.RemoteLogPrefix(t.Database, t.Name, tb.TableID), tb.Bucket)
 }
 
 // segmentKey is the key of one of a segment's objects: suffix is .log,
@@ -72,13 +75,35 @@ func segmentKey(prefix string, s catalog.RemoteLogSegment, suffix string) string
 	return prefix + s.ID + "/" + fmt.Sprintf("%020d", s.BaseOffset) + suffix
 }
 
-// TierOnce runs the tiering task of every log-table bucket this node leads
-// once, with now the time table.log.ttl is judged at (the manager's Run
-// does it every TierConfig.Interval). A primary-key table's changelog is
-// its KV's write-ahead log: it is trimmed below KV snapshots instead
-// (snapshot.go).
+// TierOnce runs the tiering task of every bucket this node leads once
+// (log tables and primary-key tables' changelogs), with now the time
+// table.log.ttl is judged at (the manager's Run does it every
+// TierConfig.Interval).
 func (m *Manager) TierOnce(ctx context.Context, now time.Time) {
-	m.eachBucket(ctx, false, "log tiering", func(r *Replica, t catalog.Table) error { return m.tierBucket(ctx, r, t, now) })
+	m.eachReplica(ctx, "log tiering", func(r *Replica, t catalog.Table) error { return m.tierBucket(ctx, r, t, now) })
+}
+
+// ttlLimit is the commit timestamp (ms) below which a segment of a table
+// with descriptor d is expired at now (table.log.ttl); math.MinInt64 when
+// nothing expires.
+func ttlLimit(d record.TableDescriptor, now time.Time) int64 {
+	if v, ok := d.Option(record.OptLogTTL); ok {
+		if ttl, err := record.ParseDuration(v); err == nil && ttl > 0 {
+			return now.UnixMilli() - ttl.Milliseconds()
+		}
+	}
+	return math.MinInt64
+}
+
+// localSegmentsKept is table.log.tiered.local-segments (the active
+// segment counted), at least 1.
+func localSegmentsKept(d record.TableDescriptor) int {
+	if v, ok := d.Option(record.OptLogTieredLocalSegments); ok {
+		if n, err := strconv.Atoi(v); err == nil && n >= 1 {
+			return n
+		}
+	}
+	return 2
 }
 
 // tierBucket is one round of the tiering task of a bucket: remove orphans,
@@ -106,12 +131,7 @@ func (m *Manager) tierBucket(ctx context.Context, r *Replica, t catalog.Table, n
 	segs := man.Segments
 	// Segments whose newest batch is older than limit are expired
 	// (table.log.ttl): dropped from the manifest, never uploaded.
-	limit := int64(math.MinInt64)
-	if v, ok := d.Option(record.OptLogTTL); ok {
-		if ttl, err := record.ParseDuration(v); err == nil && ttl > 0 {
-			limit = now.UnixMilli() - ttl.Milliseconds()
-		}
-	}
+	limit := ttlLimit(d, now)
 	var expired []catalog.RemoteLogSegment
 	for len(segs) > 0 && segs[0].MaxTimestamp < limit {
 		expired, segs = append(expired, segs[0]), segs[1:]
@@ -150,15 +170,19 @@ func (m *Manager) tierBucket(ctx context.Context, r *Replica, t catalog.Table, n
 			}
 		}
 	}
+	if r.kv != nil {
+		// A changelog's local segments are also its KV's write-ahead log:
+		// the trim deletes them, below the oldest retained snapshot too.
+		snaps, err := m.kvSnapshots(r, epoch)
+		if err != nil {
+			return err
+		}
+		return m.trimChangelog(r, t, snaps, r.isrLogEnds(), now)
+	}
 	if len(segs) == 0 {
 		return nil
 	}
-	keep := 2
-	if v, ok := d.Option(record.OptLogTieredLocalSegments); ok {
-		if n, err := strconv.Atoi(v); err == nil && n >= 1 {
-			keep = n
-		}
-	}
+	keep := localSegmentsKept(d)
 	local := r.log.Segments()
 	if len(local) <= keep {
 		return nil
