@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -401,7 +402,24 @@ func (h *tabletHandler) fetchBucket(t catalog.Table, fb *stromv1.FetchBucket, co
 		limit = defaultBucketMaxBytes
 	}
 	limit = max(min(limit, budget), 1)
-	rr, err := r.Read(offset, limit)
+	// Whole batches are served as read (the read's buffer is the reply's);
+	// a projection or JSON copies what it serves out of the read, whose
+	// buffer then goes back to the pool.
+	asRead := cols == nil && !asJSON
+	var rbuf *[]byte
+	if !asRead {
+		rbuf = fetchReadBufs.Get().(*[]byte)
+		defer fetchReadBufs.Put(rbuf)
+	}
+	var rr replica.ReadResult
+	if rbuf != nil {
+		rr, err = r.ReadInto(*rbuf, offset, limit)
+		if cap(rr.Batches) > cap(*rbuf) {
+			*rbuf = rr.Batches[:0] // the pool keeps the larger one
+		}
+	} else {
+		rr, err = r.Read(offset, limit)
+	}
 	res.HighWatermark, res.LogStartOffset = rr.HighWatermark, rr.LogStartOffset
 	if err != nil {
 		h.fail(res, fb.Bucket, err)
@@ -424,9 +442,25 @@ func (h *tabletHandler) fetchBucket(t catalog.Table, fb *stromv1.FetchBucket, co
 			}
 			break // the next fetch starts at it
 		}
+		if asRead {
+			// b is the next batch of rr.Batches, served in place.
+			out = rr.Batches[:len(out)+b.Size()]
+			res.NextOffset = b.NextOffset()
+			count += int(b.RecordCount())
+			n += b.Size()
+			continue
+		}
 		before := len(out)
 		var rows []*structpb.Struct
 		out, rows, err = serveBatch(out, b, t.Schema, cols, schema, asJSON, fb.Bucket)
+		if before == 0 && len(out) > 0 && len(data) > 0 {
+			// The first batch projected: make room for the rest at its
+			// ratio, so that out does not grow by doubling (zeroing each
+			// new buffer) batch after batch. A guess: append grows it if
+			// the rest is short of room.
+			rest := len(out) * len(data) / b.Size()
+			out = slices.Grow(out, rest+rest/8)
+		}
 		if err != nil {
 			if res.NextOffset > offset {
 				break // serve what precedes it; the next fetch starts at it
@@ -448,6 +482,12 @@ func (h *tabletHandler) fetchBucket(t catalog.Table, fb *stromv1.FetchBucket, co
 	}
 	return res, served{r, count, n}, advanced
 }
+
+// fetchReadBufs holds the buffers fetchBucket reads the log into when it
+// copies out what it serves (a projection, JSON rows): a read into a fresh
+// buffer was mostly the zeroing of it. Each is at most fetch.max.bytes (the
+// bound of one bucket's read), and there is one per fetch being served.
+var fetchReadBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // fail sets res's error; for offsets that cannot be served, NextOffset is
 // where a consumer skipping them goes on.

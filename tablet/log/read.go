@@ -26,15 +26,25 @@ import (
 // answer on this node; a reader may skip to its NextOffset), and a read
 // before one stops at its start.
 func (t *Tablet) Read(offset int64, maxBytes int, maxOffset int64) (ReadInfo, error) {
+	return t.ReadInto(nil, offset, maxBytes, maxOffset)
+}
+
+// ReadInto is Read into buf's memory: ReadInfo.Batches is buf[:n] when
+// cap(buf) holds what the read takes from the file (up to maxBytes, or the
+// first batch when it is larger), else a fresh buffer. Only Batches' bytes
+// are written. A caller reusing one buffer for its reads (a pool) saves
+// the allocation and the zeroing of a fresh one per read; it must not
+// reuse buf while it still uses Batches.
+func (t *Tablet) ReadInto(buf []byte, offset int64, maxBytes int, maxOffset int64) (ReadInfo, error) {
 	for {
-		info, retry, err := t.readOnce(offset, maxBytes, maxOffset)
+		info, retry, err := t.readOnce(buf, offset, maxBytes, maxOffset)
 		if !retry {
 			return info, err
 		}
 	}
 }
 
-func (t *Tablet) readOnce(offset int64, maxBytes int, maxOffset int64) (info ReadInfo, retry bool, err error) {
+func (t *Tablet) readOnce(dst []byte, offset int64, maxBytes int, maxOffset int64) (info ReadInfo, retry bool, err error) {
 	t.mu.Lock()
 	if t.mu.closed {
 		t.mu.Unlock()
@@ -71,7 +81,7 @@ func (t *Tablet) readOnce(offset int64, maxBytes int, maxOffset int64) (info Rea
 		pos, base, err = s.lookupFile(offset, nOffsets)
 	}
 	if err == nil {
-		info.Batches, err = t.readSegment(s, pos, base, size, offset, limit, maxBytes)
+		info.Batches, err = t.readSegment(dst, s, pos, base, size, offset, limit, maxBytes)
 	} else {
 		err = fmt.Errorf("read segment %d index: %w", s.base, err)
 	}
@@ -107,9 +117,10 @@ func (t *Tablet) mustRetry(gen uint64, err error, segs ...*segment) bool {
 }
 
 // readSegment reads the batches for Read from s, whose first size bytes are
-// whole batches; the batch at pos, with base offset base, is at or before
-// the one holding offset.
-func (t *Tablet) readSegment(s *segment, pos, base, size, offset, limit int64, maxBytes int) ([]byte, error) {
+// whole batches, into dst's memory if it has the capacity (see ReadInto);
+// the batch at pos, with base offset base, is at or before the one holding
+// offset.
+func (t *Tablet) readSegment(dst []byte, s *segment, pos, base, size, offset, limit int64, maxBytes int) ([]byte, error) {
 	var first record.Batch
 	var firstPos int64
 	_, _, err := s.walk(pos, size, base, func(p int64, h record.Batch) error {
@@ -129,7 +140,12 @@ func (t *Tablet) readSegment(s *segment, pos, base, size, offset, limit int64, m
 		return nil, nil
 	}
 	n := min(max(int64(maxBytes), int64(first.Size())), size-firstPos)
-	buf := make([]byte, n)
+	var buf []byte
+	if int64(cap(dst)) >= n {
+		buf = dst[:n]
+	} else {
+		buf = make([]byte, n)
+	}
 	if err := readFull(s.f, buf, firstPos); err != nil {
 		return nil, fmt.Errorf("read segment %d at %d: %w", s.base, firstPos, err)
 	}

@@ -98,8 +98,8 @@ type AppendInfo struct {
 // ReadInfo is the result of a Read.
 type ReadInfo struct {
 	// Batches holds whole stored batches back to back, nil when there is
-	// nothing to return. It is a fresh buffer owned by the caller; the
-	// tablet keeps no reference to it.
+	// nothing to return. It is a fresh buffer (or, from ReadInto, the
+	// caller's) owned by the caller; the tablet keeps no reference to it.
 	Batches []byte
 	// LogStartOffset, LogEndOffset and HighWatermark are the log's values
 	// when the read started.

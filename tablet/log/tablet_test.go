@@ -1,6 +1,7 @@
 package log
 
 import (
+	"bytes"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -400,5 +401,45 @@ func TestRollTriggers(t *testing.T) {
 			tb.crash()
 			readAll(t, openT(t, cfg), m, 1000)
 		})
+	}
+}
+
+// ReadInto reads into the caller's buffer when it is large enough (the
+// bytes Read returns, in buf's memory, the buffer reused read after read)
+// and into a fresh one when it is not.
+func TestReadInto(t *testing.T) {
+	tb := openT(t, testConfig(t))
+	m := &model{}
+	fill(t, tb, m, rand.New(rand.NewPCG(3, 4)), 200, 3)
+	buf := make([]byte, 0, 8<<10)
+	for i := range buf[:cap(buf)] {
+		buf[:cap(buf)][i] = 0xee // what a pooled buffer held before
+	}
+	for o := int64(0); o < tb.LogEndOffset(); {
+		want, err := tb.Read(o, 4<<10, math.MaxInt64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := tb.ReadInto(buf, o, 4<<10, math.MaxInt64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.Batches, want.Batches) {
+			t.Fatalf("ReadInto(%d) returned other bytes than Read", o)
+		}
+		if len(got.Batches) > 0 && &got.Batches[0] != &buf[:1][0] {
+			t.Fatalf("ReadInto(%d) did not read into the buffer given", o)
+		}
+		bs := decode(t, got.Batches)
+		o = bs[len(bs)-1].NextOffset()
+	}
+	small := make([]byte, 0, 10)
+	got, err := tb.ReadInto(small, 0, 4<<10, math.MaxInt64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := tb.Read(0, 4<<10, math.MaxInt64)
+	if !bytes.Equal(got.Batches, want.Batches) || cap(got.Batches) <= cap(small) {
+		t.Fatalf("ReadInto into a short buffer: %d bytes (want %d), cap %d", len(got.Batches), len(want.Batches), cap(got.Batches))
 	}
 }

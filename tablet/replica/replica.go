@@ -481,6 +481,12 @@ type ReadResult struct {
 // the local log start they come from remote storage when tiering put
 // them there; LogStartOffset is then the remote start.
 func (r *Replica) Read(offset int64, maxBytes int) (ReadResult, error) {
+	return r.ReadInto(nil, offset, maxBytes)
+}
+
+// ReadInto is Read into buf's memory when it has the capacity (see
+// log.Tablet.ReadInto); batches from remote storage are in a fresh buffer.
+func (r *Replica) ReadInto(buf []byte, offset int64, maxBytes int) (ReadResult, error) {
 	r.mu.Lock()
 	closed := r.mu.closed
 	r.mu.Unlock()
@@ -497,7 +503,7 @@ func (r *Replica) Read(offset int64, maxBytes int) (ReadResult, error) {
 		res.Batches, err = r.readRemoteOr(offset, maxBytes, hw)
 		return res, err
 	}
-	info, err := r.log.Read(offset, maxBytes, hw)
+	info, err := r.log.ReadInto(buf, offset, maxBytes, hw)
 	if err != nil {
 		return res, err
 	}
