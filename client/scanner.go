@@ -111,6 +111,9 @@ type LogScanner struct {
 	t      *Table
 	cfg    scanConfig
 	schema record.Schema // of the columns read
+	// dec decodes batches of schema (nil if it cannot: each batch's
+	// decode then reports why).
+	dec *record.ArrowDecoder
 
 	ctx    context.Context // of the fetches; cancelled by Close
 	cancel context.CancelFunc
@@ -165,6 +168,7 @@ func (t *Table) NewLogScanner(opts ...ScanOption) (*LogScanner, error) {
 		}
 		s.schema = t.schema.Project(cols)
 	}
+	s.dec, _ = record.NewArrowDecoder(s.schema)
 	s.mu.offsets = map[int32]int64{}
 	s.mu.stopped = map[int32]*CorruptBatchError{}
 	s.mu.epoch = map[int32]uint64{}
@@ -572,7 +576,11 @@ func (s *LogScanner) decode(r *stromv1.FetchBucketResult, from int64) (BucketFet
 		err = b.Validate()
 		var dec *record.ArrowBatch
 		if err == nil {
-			dec, err = record.DecodeArrowBatch(b, s.schema, memory.DefaultAllocator)
+			if s.dec != nil {
+				dec, err = s.dec.Decode(b, memory.DefaultAllocator)
+			} else {
+				dec, err = record.DecodeArrowBatch(b, s.schema, memory.DefaultAllocator)
+			}
 		}
 		if err != nil {
 			e := &CorruptBatchError{Bucket: r.Bucket, Offset: max(next, b.BaseOffset()), NextOffset: b.NextOffset(), Err: err}

@@ -401,11 +401,48 @@ type ArrowBatch struct {
 // into mem (nil: the default allocator) and validates every column fully.
 // Errors about the bytes wrap ErrCorruptBatch; an invalid s is a plain
 // error.
+//
+// It is NewArrowDecoder(s) and its Decode(b, mem); a reader of many batches
+// of one schema keeps an ArrowDecoder instead.
 func DecodeArrowBatch(b Batch, s Schema, mem memory.Allocator) (*ArrowBatch, error) {
+	d, err := NewArrowDecoder(s)
+	if err != nil {
+		return nil, err
+	}
+	return d.Decode(b, mem)
+}
+
+// ArrowDecoder decodes ARROW batches whose columns are those of one schema
+// (as DecodeArrowBatch does), with the work that depends only on the
+// schema (its Arrow schema, the columns' layouts, the schema message
+// arrow-go's reader starts from) done once, by NewArrowDecoder. It is safe
+// for concurrent use.
+type ArrowDecoder struct {
+	s   Schema
+	as  *arrow.Schema
+	dec *arrowmsg.Decoder
+}
+
+// NewArrowDecoder returns a decoder of batches of s; an invalid s (a type
+// with no Arrow form) is an error.
+func NewArrowDecoder(s Schema) (*ArrowDecoder, error) {
 	as, err := ArrowSchema(s)
 	if err != nil {
 		return nil, err
 	}
+	dec, err := arrowmsg.NewDecoder(as)
+	if err != nil {
+		return nil, fmt.Errorf("record: decode Arrow batch: %w", err)
+	}
+	return &ArrowDecoder{s: s, as: as, dec: dec}, nil
+}
+
+// Schema returns the schema the decoder was made for.
+func (d *ArrowDecoder) Schema() Schema { return d.s }
+
+// Decode is DecodeArrowBatch(b, the decoder's schema, mem).
+func (d *ArrowDecoder) Decode(b Batch, mem memory.Allocator) (*ArrowBatch, error) {
+	s, as := d.s, d.as
 	changeTypes, msg, err := checkArrow(b, s)
 	if err != nil {
 		return nil, err
@@ -418,7 +455,7 @@ func DecodeArrowBatch(b Batch, s Schema, mem memory.Allocator) (*ArrowBatch, err
 		rb := array.NewRecordBuilder(mem, as)
 		rec = rb.NewRecordBatch()
 		rb.Release()
-	} else if rec, err = arrowmsg.Decode(msg, as, mem); err != nil {
+	} else if rec, err = d.dec.Decode(msg, mem); err != nil {
 		if errors.Is(err, arrowmsg.ErrCorrupt) {
 			return nil, fmt.Errorf("%w: %w", ErrCorruptBatch, err)
 		}

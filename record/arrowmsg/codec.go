@@ -179,12 +179,44 @@ func (c *byteCounter) Write(p []byte) (int, error) { *c += byteCounter(len(p)); 
 // Errors: msg refused by Check (against schema's layouts), or holding bad
 // buffers, wraps ErrCorrupt; a schema with a type LayoutOf does not support is
 // a plain error. The decompressed body is limited to 2 GiB.
+//
+// Decode is NewDecoder(schema).Decode(msg, mem); a reader of many messages
+// of one schema keeps a Decoder instead.
 func Decode(msg []byte, schema *arrow.Schema, mem memory.Allocator) (arrow.RecordBatch, error) {
+	d, err := NewDecoder(schema)
+	if err != nil {
+		return nil, err
+	}
+	return d.Decode(msg, mem)
+}
+
+// Decoder decodes messages of one schema: what Decode does once per schema
+// (the columns' layouts, the schema message arrow-go's reader starts from)
+// is done once, by NewDecoder. It is safe for concurrent use.
+type Decoder struct {
+	schema  *arrow.Schema
+	layouts []ColumnLayout
+	smeta   []byte // the schema's IPC message metadata (flatbuffer)
+}
+
+// NewDecoder returns a Decoder of messages of schema; a type LayoutOf does
+// not support is an error.
+func NewDecoder(schema *arrow.Schema) (*Decoder, error) {
 	layouts, err := LayoutsOf(schema)
 	if err != nil {
 		return nil, fmt.Errorf("arrowmsg: decode: %w", err)
 	}
-	h, err := check(msg, layouts)
+	sp := ipc.GetSchemaPayload(schema, memory.DefaultAllocator)
+	defer sp.Release()
+	smeta := sp.Meta()
+	defer smeta.Release()
+	return &Decoder{schema: schema, layouts: layouts, smeta: slices.Clone(smeta.Bytes())}, nil
+}
+
+// Decode is Decode(msg, d's schema, mem).
+func (d *Decoder) Decode(msg []byte, mem memory.Allocator) (arrow.RecordBatch, error) {
+	schema := d.schema
+	h, err := check(msg, d.layouts)
 	if err != nil {
 		return nil, err
 	}
@@ -214,12 +246,8 @@ func Decode(msg []byte, schema *arrow.Schema, mem memory.Allocator) (arrow.Recor
 		putStruct(meta[buffersAt+structSize*i:], b.Offset, b.Length)
 	}
 
-	sp := ipc.GetSchemaPayload(schema, mem)
-	defer sp.Release()
-	smeta := sp.Meta()
-	defer smeta.Release()
 	mr := &messages{list: []*ipc.Message{
-		ipc.NewMessage(smeta, memory.NewBufferBytes(nil)),
+		ipc.NewMessage(memory.NewBufferBytes(d.smeta), memory.NewBufferBytes(nil)),
 		ipc.NewMessage(memory.NewBufferBytes(meta), memory.NewBufferBytes(body)),
 	}}
 	defer mr.release()
