@@ -71,8 +71,9 @@ scripts/fuzz.sh -d 12s record:FuzzArrowServable
 scripts/fuzz.sh -d 4s record/arrowmsg:FuzzParse record/arrowmsg:FuzzProject record/arrowmsg:FuzzDecode fluss/wire:FuzzDecode fluss/logbatch:FuzzConvert
 
 step "allocation tests (without -race, which changes allocation)"
-# Files built with !race: they measure what the produce path allocates, and
-# that counting produce and fetch for /metrics allocates nothing.
+# Files built with !race: they measure what the produce path allocates, that
+# counting produce and fetch for /metrics allocates nothing, and that a fetch
+# does not copy its log read.
 go test -count=1 -run 'DoesNotCopy|AllocatesNothing' "$@" ./server/ ./client/
 
 step "the Curator differential suite: the Java client and Curator's recipes, shim vs ZooKeeper"

@@ -14,7 +14,7 @@ import (
 // What a fetch of one bucket allocates, per fetch, besides its reply: a
 // projection no longer reads into a fresh buffer (about the stored size)
 // and whole batches are not copied out of the read.
-func TestFetchBucketAllocation(t *testing.T) {
+func TestFetchBucketDoesNotCopyTheRead(t *testing.T) {
 	h, _, schema, stored := fetchReadTable(t)
 	tbl, err := h.table("demo", "wide")
 	if err != nil {
