@@ -358,7 +358,7 @@ async function runTail(live, db, name, t, cols, box, status) {
     running.add(node);
     try {
       while (live()) {
-        const buckets = [...leaders].filter(([, n]) => n === node).map(([b]) => b);
+        const buckets = [...leaders].filter(([b, n]) => n === node && !problems.has(b)).map(([b]) => b);
         if (buckets.length === 0) return;
         let r;
         try {
@@ -380,9 +380,14 @@ async function runTail(live, db, name, t, cols, box, status) {
         for (const res of r.buckets || []) {
           const b = num(res.bucket);
           if (res.error) {
-            if (res.error.name === 'NOT_LEADER_OR_FOLLOWER' && res.error.leaderId !== undefined) {
+            if (res.error.name === 'NOT_LEADER_OR_FOLLOWER' && res.error.leaderId >= 0) {
               leaders.set(b, res.error.leaderId);
               startLoops();
+            } else if (res.error.name === 'NOT_LEADER_OR_FOLLOWER' || res.error.retriable) {
+              // No leader known yet (an election), or a passing error: ask
+              // the metadata again in a second.
+              leaders.set(b, -1);
+              sleep(1000).then(() => refreshLeaders(db, name, leaders)).then(startLoops).catch(() => {});
             } else {
               // The console does not skip what it cannot read (that loses
               // records): it stops following the bucket and says why.
