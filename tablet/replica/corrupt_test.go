@@ -138,7 +138,8 @@ func TestFollowerRefetchesACorruptRange(t *testing.T) {
 // place: reads serve the original bytes again. A follower that cannot
 // answer (a node that predates the call) leaves the range refused, and it
 // is not asked again before repairBackoff. Before, a leader's damaged range
-// stayed refused until a failover.
+// stayed refused until a failover. Each call to a follower is bounded by
+// repairTimeout.
 func TestLeaderRepairsACorruptRangeFromAFollower(t *testing.T) {
 	tb := TableBucket{TableID: 1}
 	open := func(node int32) (*Replica, string) {
@@ -225,10 +226,15 @@ func TestLeaderRepairsACorruptRangeFromAFollower(t *testing.T) {
 	if _, err := leader.log.Read(from, 1<<20, end); !errors.Is(err, log.ErrCorruptRecord) {
 		t.Fatalf("with no follower answering, Read(%d) = %v, want ErrCorruptRecord", from, err)
 	}
-	peer.ranges = func(node int32, req RangeRequest) ([]byte, error) {
+	peer.ranges = func(actx context.Context, node int32, req RangeRequest) ([]byte, error) {
 		asked++
 		if node != 2 {
 			t.Errorf("asked node %d, want the follower, 2", node)
+		}
+		// A follower that does not answer holds the check up no longer
+		// than repairTimeout (ctx here has 30 s).
+		if dl, ok := actx.Deadline(); !ok || time.Until(dl) > repairTimeout {
+			t.Errorf("the call's deadline is %v away, want at most repairTimeout (%v)", time.Until(dl), repairTimeout)
 		}
 		return m2.ReadRange(req, 1<<20)
 	}

@@ -20,14 +20,14 @@ type fakePeer struct {
 	leaders map[TableBucket]*Replica
 	fetches map[TableBucket]int
 	// ranges answers ReadReplicaRange (nil: as a node without the call).
-	ranges func(node int32, req RangeRequest) ([]byte, error)
+	ranges func(ctx context.Context, node int32, req RangeRequest) ([]byte, error)
 }
 
-func (p *fakePeer) ReadReplicaRange(_ context.Context, node int32, req RangeRequest) ([]byte, error) {
+func (p *fakePeer) ReadReplicaRange(ctx context.Context, node int32, req RangeRequest) ([]byte, error) {
 	if p.ranges == nil {
 		return nil, errors.New("unimplemented: strom.v1.ReplicaService/ReadReplicaRange is not supported")
 	}
-	return p.ranges(node, req)
+	return p.ranges(ctx, node, req)
 }
 
 func (p *fakePeer) FetchReplica(_ context.Context, _ int32, req FetchRequest) ([]BucketFetchResult, error) {

@@ -40,6 +40,11 @@ func (m *Manager) verifySegments(ctx context.Context) {
 // damaged ranges before it tries again.
 const repairBackoff = 5 * time.Second
 
+// repairTimeout bounds a repair's calls to one follower, so that one that
+// does not answer (cut off, paused) holds up the background check of the
+// node's other replicas no longer than that.
+const repairTimeout = 10 * time.Second
+
 // repairAsLeader rewrites, if r leads its bucket, each damaged range of its
 // log (found by VerifyStep) from the copy of an in-sync follower
 // (ReadReplicaRange there, log.Tablet.RepairDamaged here): reads of the
@@ -69,12 +74,14 @@ func (m *Manager) repairAsLeader(ctx context.Context, r *Replica, now time.Time)
 			if node == r.nodeID {
 				continue
 			}
+			actx, cancel := context.WithTimeout(ctx, repairTimeout)
 			err := r.log.RepairDamaged(d.From, func(offset int64) ([]byte, error) {
-				return peer.ReadReplicaRange(ctx, node, RangeRequest{
+				return peer.ReadReplicaRange(actx, node, RangeRequest{
 					TB: r.tb, Leader: r.nodeID, LeaderEpoch: epoch,
 					Offset: offset, EndOffset: d.To, MaxBytes: m.cfg.Fetch.MaxBytesForBucket,
 				})
 			})
+			cancel()
 			if err == nil {
 				r.lg.Warn("repaired a corrupt range of the leader's log from a follower's copy",
 					"offset", d.From, "next_offset", d.To, "from_node", node)
