@@ -45,6 +45,16 @@ func (t CommandType) String() string {
 	return fmt.Sprintf("unknown(%d)", uint8(t))
 }
 
+// commandLevels is the cluster feature level each command type came with
+// (Config.FeatureLevel); a type not listed is of level 0, the first
+// release's. A new command type gets the level of the release that adds it,
+// so that it is proposed only once every node knows it: see DESIGN.md,
+// "Rolling upgrades".
+var commandLevels = map[CommandType]int{}
+
+// commandLevel is the feature level of t.
+func commandLevel(t CommandType) int { return commandLevels[t&^IgnoreUnknownFlag] }
+
 // command is a decoded log entry. Which fields are used depends on Type.
 type command struct {
 	Type  CommandType

@@ -79,6 +79,16 @@ type Config struct {
 	// and the returned error. It must be safe for concurrent use, and
 	// should decide from its arguments only (it runs outside the FSM).
 	CheckWrite func(from string, session int64, ops []Op) error
+	// FeatureLevel, when set, returns the cluster's active feature level
+	// (the server's is the coordinator's /strom/features, read from the
+	// local replica). A command whose type came with a higher level
+	// (commandLevels) is not proposed: the caller gets ErrFeatureNotActive,
+	// on the proposing node and again on the leader for a forwarded one,
+	// because a node of an older build would not know it. Nil allows every
+	// command this build knows. It is called only for commands of a level
+	// above 0 (none is proposed while Open runs), and must be safe for
+	// concurrent use.
+	FeatureLevel func() int
 	// Autopilot makes the leader manage the configuration as nodes come
 	// and go (autopilot.go); off unless Autopilot.Peers is set.
 	Autopilot AutopilotConfig

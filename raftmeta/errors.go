@@ -47,6 +47,10 @@ var (
 	// connected through another node since, ClaimSession); nothing was
 	// proposed.
 	ErrSessionMoved = errors.New("raftmeta: session moved to another node")
+	// ErrFeatureNotActive: a command of a type the cluster's active feature
+	// level does not include yet (Config.FeatureLevel); nothing was
+	// proposed. Retriable once every node runs a build that knows it.
+	ErrFeatureNotActive = errors.New("raftmeta: command needs a higher cluster feature level")
 )
 
 // errIgnoredCommand is the apply result of a command of an unknown type that

@@ -29,6 +29,10 @@ import (
 //	  2 failed: message str (the outcome of a write is unknown)
 //	  3 refused by Config.CheckWrite, nothing proposed: message str
 //	  4 session moved (ErrSessionMoved), nothing proposed: message str
+//	  5 above the cluster's feature level (ErrFeatureNotActive), nothing
+//	    proposed: message str. Only a command of a level above 0 gets it,
+//	    which only a node that knows the status sends; an older follower
+//	    would read any status it does not know as 2.
 //
 // applyResult := results count u32 | (path str | stat | err)* |
 //
@@ -55,11 +59,12 @@ const (
 	fwdFailed    uint8 = 2
 	fwdRefused   uint8 = 3
 	fwdMoved     uint8 = 4
+	fwdNotActive uint8 = 5
 )
 
 // fwdSentinels: the statuses of proposals refused before anything was
 // proposed, and the sentinel each stands for.
-var fwdSentinels = map[uint8]error{fwdRefused: ErrRefused, fwdMoved: ErrSessionMoved}
+var fwdSentinels = map[uint8]error{fwdRefused: ErrRefused, fwdMoved: ErrSessionMoved, fwdNotActive: ErrFeatureNotActive}
 
 // MaxForwardBytes bounds a request a follower forwards to the leader, and so
 // the largest write a follower can take (a large multi). A write's encoding
@@ -242,6 +247,10 @@ func (n *Node) serveForward(ctx context.Context, from string, body []byte) ([]by
 			e.u8(fwdMoved)
 			e.str(err.Error())
 			return e.b, nil
+		case errors.Is(err, ErrFeatureNotActive):
+			e.u8(fwdNotActive)
+			e.str(err.Error())
+			return e.b, nil
 		case err != nil:
 			e.u8(fwdFailed)
 			e.str(err.Error())
@@ -402,7 +411,7 @@ func (n *Node) post(ctx context.Context, addr string, req []byte) (d *decoder, r
 		return &decoder{b: body, off: 1}, false, nil
 	case fwdNotLeader:
 		return nil, true, nil
-	case fwdRefused, fwdMoved:
+	case fwdRefused, fwdMoved, fwdNotActive:
 		d := &decoder{b: body, off: 1}
 		return nil, false, &forwardedError{msg: d.str("refusal"), sentinel: fwdSentinels[body[0]]}
 	default:

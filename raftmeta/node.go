@@ -403,6 +403,19 @@ func (n *Node) checkWrite(c *command) error {
 	return nil
 }
 
+// checkLevel refuses a command of a type above the cluster's active
+// feature level (Config.FeatureLevel).
+func (n *Node) checkLevel(c *command) error {
+	need := commandLevel(c.Type)
+	if need == 0 || n.cfg.FeatureLevel == nil {
+		return nil // the first release's commands: no lookup on the write path
+	}
+	if active := n.cfg.FeatureLevel(); need > active {
+		return fmt.Errorf("%w: %s needs feature level %d, the cluster is at %d", ErrFeatureNotActive, c.Type, need, active)
+	}
+	return nil
+}
+
 // checkOwner refuses, on the leader, an op or multi of a session made
 // through a node other than the one that holds its connection (ZooKeeper's
 // SessionMoved).
@@ -429,7 +442,8 @@ type inflight struct {
 // proposeStart registers c and hands it to raft; it returns once raft has
 // accepted the entry (so entries started one after the other from one
 // goroutine are logged in that order) or failed: ErrRefused (by
-// Config.CheckWrite, checked on every node), ErrSessionMoved (checked on
+// Config.CheckWrite, checked on every node), ErrFeatureNotActive (by
+// Config.FeatureLevel, checked on every node), ErrSessionMoved (checked on
 // the leader), errNotProposed when this node does not lead, ctx's error,
 // ErrStopped.
 func (n *Node) proposeStart(ctx context.Context, c *command) (*inflight, error) {
@@ -437,6 +451,9 @@ func (n *Node) proposeStart(ctx context.Context, c *command) (*inflight, error) 
 		return nil, err
 	}
 	if err := n.checkWrite(c); err != nil {
+		return nil, err
+	}
+	if err := n.checkLevel(c); err != nil {
 		return nil, err
 	}
 	c.Nonce = n.nextNonce()

@@ -217,7 +217,13 @@ func (h *adminHandler) DescribeCluster(context.Context, *connect.Request[stromv1
 		n.ApiAddress = apiAddress(ts.Registration)
 		n.Roles = append(n.Roles, "tablet-server")
 		n.Rack = ts.Registration.Rack
+		n.FeatureLevel = int32(ts.Registration.FeatureLevel)
 	}
+	level, _, err := s.cat.FeatureLevel()
+	if err != nil {
+		return nil, err
+	}
+	resp.ActiveFeatureLevel = int32(level)
 	// The gossip knows every node seen, alive or not, with its addresses,
 	// version and rack (without gossip, this node alone).
 	for _, m := range s.Members() {

@@ -194,6 +194,9 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 	// Writes under /strom are the coordinator's, fenced by its epoch, or a
 	// node's own registration.
 	mcfg.CheckWrite = catalog.CheckWrite
+	// A Raft command of a later feature level waits until every node
+	// speaks it (the coordinator's /strom/features).
+	mcfg.FeatureLevel = s.featureLevel
 	if s.meta, err = raftmeta.Open(mcfg); err != nil {
 		return fmt.Errorf("open metadata replica: %w", err)
 	}
@@ -382,7 +385,7 @@ func (s *Server) register(ctx context.Context) error {
 func retryMeta(ctx context.Context, lg *slog.Logger, what string, f func() error) error {
 	for {
 		err := f()
-		if err == nil || errors.Is(err, ErrIdentityMismatch) || errors.Is(err, raftmeta.ErrStopped) {
+		if err == nil || errors.Is(err, ErrIdentityMismatch) || errors.Is(err, catalog.ErrFeatureLevel) || errors.Is(err, raftmeta.ErrStopped) {
 			return err
 		}
 		lg.Debug(what+": not possible yet", "err", err)
@@ -411,6 +414,16 @@ func (s *Server) tryRegister(ctx context.Context) error {
 		return fmt.Errorf("%w: %s belongs to cluster %s, but the metadata group is cluster %s",
 			ErrIdentityMismatch, s.cfg.DataDir, s.id.ClusterID, clusterID)
 	}
+	// A build older than the cluster's feature level would not understand
+	// what the others send: refuse to join (a downgrade after the level
+	// moved; docs/upgrading.md).
+	level, _, err := s.cat.FeatureLevel()
+	if err != nil {
+		return err
+	}
+	if err := catalog.CheckFeatureLevel(level); err != nil {
+		return err
+	}
 	// A registration left by an earlier run of this node (killed before it
 	// could close its session) is replaced: close that session first.
 	if old, err := s.cat.TabletServerOwner(s.cfg.NodeID); err != nil {
@@ -431,6 +444,7 @@ func (s *Server) tryRegister(ctx context.Context) error {
 		Listeners:         s.listeners(),
 		RegisterTimestamp: time.Now().UnixMilli(),
 		Rack:              s.cfg.Rack,
+		FeatureLevel:      catalog.SupportedFeatureLevel,
 	}))
 	return err
 }
@@ -715,4 +729,20 @@ func connLimits(cfg Config) netlimit.Limits {
 		Total: cfg.MaxConnections, PerIP: cfg.MaxConnectionsPerIP,
 		TotalKey: "max.connections", PerIPKey: "max.connections.per.ip",
 	}
+}
+
+// featureLevel is the cluster's active feature level as the local replica
+// holds it (FeatureLevelBase before the metadata replica is open or when it
+// cannot be read). Anything that would send a Raft command or node-to-node
+// message of a later level checks it first (raftmeta.Config.FeatureLevel
+// does for Raft commands).
+func (s *Server) featureLevel() int {
+	if s.cat == nil {
+		return catalog.FeatureLevelBase
+	}
+	level, _, err := s.cat.FeatureLevel()
+	if err != nil {
+		return catalog.FeatureLevelBase
+	}
+	return level
 }

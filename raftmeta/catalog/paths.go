@@ -23,6 +23,7 @@ const (
 	tabletServerIDsPath   = tabletServersPath + "/ids"
 	assignmentsPath       = tabletServersPath + "/tables"
 	clusterIDPath         = Root + "/cluster_id"
+	featuresPath          = Root + "/features"
 )
 
 // fixedPaths lists the persistent znodes every later write relies on, parents

@@ -108,6 +108,11 @@ type TabletServerRegistration struct {
 	Listeners         string `json:"listeners"`
 	RegisterTimestamp int64  `json:"register_timestamp"`
 	Rack              string `json:"rack,omitempty"`
+	// FeatureLevel is the highest feature level the node's build speaks
+	// (SupportedFeatureLevel); absent in the registrations of builds that
+	// predate feature levels, which speak FeatureLevelBase. Strom's own
+	// field: Fluss has none.
+	FeatureLevel int `json:"feature_level,omitempty"`
 }
 
 // ListenerName is the name of the API listener in the listeners strings.

@@ -35,6 +35,9 @@ type Meta interface {
 	Leadership() <-chan bool
 	Barrier(ctx context.Context) error
 	Multi(ctx context.Context, session int64, ops ...raftmeta.Op) ([]raftmeta.OpResult, error)
+	// Servers is the metadata group's configuration: the members whose
+	// feature levels bound the cluster's (features.go).
+	Servers() ([]raftmeta.Server, error)
 }
 
 // Config configures a Coordinator.
@@ -166,9 +169,9 @@ func endedOrNil(ch chan struct{}) <-chan struct{} {
 const electionCheckInterval = 5 * time.Second
 
 // lead takes office and serves requests until ctx is done or the term is
-// fenced off. The term's goroutine also elects bucket leaders: at once,
-// whenever a tablet server's registration appears or disappears, and every
-// electionCheckInterval.
+// fenced off. The term's goroutine also elects bucket leaders and raises the
+// cluster's feature level: at once, whenever a tablet server's registration
+// appears or disappears, and every electionCheckInterval.
 func (c *Coordinator) lead(ctx context.Context) {
 	// Watch before the first election, so no change between the two is
 	// missed.
@@ -201,6 +204,18 @@ func (c *Coordinator) lead(ctx context.Context) {
 		err := c.electLeaders(t)
 		if err != nil && ctx.Err() == nil {
 			c.lg.Warn("elect bucket leaders", "err", err)
+		}
+		if deposed(err) {
+			return err
+		}
+		// The registrations that move leaders also move the feature level.
+		if ferr := c.raiseFeatureLevel(t); ferr != nil {
+			if ctx.Err() == nil {
+				c.lg.Warn("raise the cluster feature level", "err", ferr)
+			}
+			if deposed(ferr) {
+				return ferr
+			}
 		}
 		return err
 	}

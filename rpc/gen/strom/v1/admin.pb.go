@@ -1329,7 +1329,11 @@ type Node struct {
 	// Strom version the node runs; empty when unknown.
 	Version string `protobuf:"bytes,7,opt,name=version,proto3" json:"version,omitempty"`
 	// The node's rack (node.rack); empty when none is set.
-	Rack          string `protobuf:"bytes,8,opt,name=rack,proto3" json:"rack,omitempty"`
+	Rack string `protobuf:"bytes,8,opt,name=rack,proto3" json:"rack,omitempty"`
+	// The highest cluster feature level the node's build speaks, from its
+	// registration; 0 for a build that predates feature levels, or when the
+	// node is not registered (docs/upgrading.md).
+	FeatureLevel  int32 `protobuf:"varint,9,opt,name=feature_level,json=featureLevel,proto3" json:"feature_level,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1420,6 +1424,13 @@ func (x *Node) GetRack() string {
 	return ""
 }
 
+func (x *Node) GetFeatureLevel() int32 {
+	if x != nil {
+		return x.FeatureLevel
+	}
+	return 0
+}
+
 type DescribeClusterResponse struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	ClusterId string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
@@ -1439,8 +1450,13 @@ type DescribeClusterResponse struct {
 	// Buckets with no leader (no replica of their ISR is alive): they take
 	// no reads or writes.
 	OfflineBuckets int32 `protobuf:"varint,9,opt,name=offline_buckets,json=offlineBuckets,proto3" json:"offline_buckets,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The cluster's active feature level: what the nodes may send each
+	// other. The coordinator raises it to the lowest feature_level of the
+	// metadata group's members once all of them are registered; it never
+	// goes down (docs/upgrading.md).
+	ActiveFeatureLevel int32 `protobuf:"varint,10,opt,name=active_feature_level,json=activeFeatureLevel,proto3" json:"active_feature_level,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *DescribeClusterResponse) Reset() {
@@ -1532,6 +1548,13 @@ func (x *DescribeClusterResponse) GetUnderReplicatedBuckets() int32 {
 func (x *DescribeClusterResponse) GetOfflineBuckets() int32 {
 	if x != nil {
 		return x.OfflineBuckets
+	}
+	return 0
+}
+
+func (x *DescribeClusterResponse) GetActiveFeatureLevel() int32 {
+	if x != nil {
+		return x.ActiveFeatureLevel
 	}
 	return 0
 }
@@ -1799,7 +1822,7 @@ const file_strom_v1_admin_proto_rawDesc = "" +
 	"\x05table\x18\x02 \x01(\tR\x05table\x12/\n" +
 	"\x14ignore_if_not_exists\x18\x03 \x01(\bR\x11ignoreIfNotExists\"\x13\n" +
 	"\x11DropTableResponse\"\x18\n" +
-	"\x16DescribeClusterRequest\"\xdb\x01\n" +
+	"\x16DescribeClusterRequest\"\x80\x02\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x1f\n" +
 	"\vapi_address\x18\x02 \x01(\tR\n" +
@@ -1809,7 +1832,8 @@ const file_strom_v1_admin_proto_rawDesc = "" +
 	"\x0egossip_address\x18\x05 \x01(\tR\rgossipAddress\x12\x14\n" +
 	"\x05alive\x18\x06 \x01(\bR\x05alive\x12\x18\n" +
 	"\aversion\x18\a \x01(\tR\aversion\x12\x12\n" +
-	"\x04rack\x18\b \x01(\tR\x04rack\"\xdb\x02\n" +
+	"\x04rack\x18\b \x01(\tR\x04rack\x12#\n" +
+	"\rfeature_level\x18\t \x01(\x05R\ffeatureLevel\"\x8d\x03\n" +
 	"\x17DescribeClusterResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x18\n" +
@@ -1821,7 +1845,9 @@ const file_strom_v1_admin_proto_rawDesc = "" +
 	"\x11coordinator_epoch\x18\x06 \x01(\x05R\x10coordinatorEpoch\x12\x18\n" +
 	"\abuckets\x18\a \x01(\x05R\abuckets\x128\n" +
 	"\x18under_replicated_buckets\x18\b \x01(\x05R\x16underReplicatedBuckets\x12'\n" +
-	"\x0foffline_buckets\x18\t \x01(\x05R\x0eofflineBuckets\"=\n" +
+	"\x0foffline_buckets\x18\t \x01(\x05R\x0eofflineBuckets\x120\n" +
+	"\x14active_feature_level\x18\n" +
+	" \x01(\x05R\x12activeFeatureLevel\"=\n" +
 	"\tTablePath\x12\x1a\n" +
 	"\bdatabase\x18\x01 \x01(\tR\bdatabase\x12\x14\n" +
 	"\x05table\x18\x02 \x01(\tR\x05table\"A\n" +
