@@ -5,6 +5,11 @@
 # machines without a registry); keep the two alike.
 ARG GO_IMAGE=golang:1.26
 FROM ${GO_IMAGE} AS build
+# What `strom version` prints, stamped as every build stamps it (internal/buildinfo): the context
+# has no .git (.dockerignore), so the commit comes in as an argument:
+#   docker build --build-arg STROM_COMMIT=$(git rev-parse HEAD) --build-arg STROM_VERSION=v0.2.0 .
+ARG STROM_VERSION=0.1.0-dev
+ARG STROM_COMMIT=unknown
 WORKDIR /src
 # The modules first, so that a change of the source alone does not download them again (go.mod
 # replaces hashicorp/raft with the copy in third_party/).
@@ -13,7 +18,9 @@ COPY third_party third_party
 RUN go mod download
 COPY . .
 # A static binary: scratch has no libc. /out/data becomes the volume, owned by the image's user.
-RUN CGO_ENABLED=0 go build -trimpath -ldflags=-s -o /out/strom . && mkdir /out/data
+RUN CGO_ENABLED=0 go build -trimpath -o /out/strom \
+      -ldflags "-s -X strom/internal/buildinfo.version=${STROM_VERSION} -X strom/internal/buildinfo.commit=${STROM_COMMIT}" . && \
+    mkdir /out/data
 
 FROM scratch
 COPY --from=build /out/strom /strom

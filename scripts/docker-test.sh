@@ -103,7 +103,11 @@ log "docker $(docker version -f '{{.Server.Version}}'), ${COMPOSE[*]} $("${COMPO
 
 # --- 2. the binary and the image
 mkdir -p "$DIR/ctx/data"
-CGO_ENABLED=0 go build -trimpath -o "$BIN" .
+# Stamped with the commit as Dockerfile's build stage is (its --build-arg below), so that the
+# image's `strom version` can be checked.
+COMMIT=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS="-X strom/internal/buildinfo.commit=$COMMIT"
+CGO_ENABLED=0 go build -trimpath -ldflags "$LDFLAGS" -o "$BIN" .
 log "built a static strom"
 cp /etc/ssl/certs/ca-certificates.crt "$DIR/ctx/"
 # build ARGS... runs the legacy builder: no buildx plugin is needed.
@@ -129,11 +133,14 @@ END
   build -t "$GO_IMAGE" "$DIR/go"
   log "built $GO_IMAGE, a stand-in for the golang image"
   # --network host: `go mod download` reaches the Go module proxy.
-  build --network host --build-arg GO_IMAGE="$GO_IMAGE" -t "$IMAGE" .
+  build --network host --build-arg GO_IMAGE="$GO_IMAGE" --build-arg STROM_COMMIT="$COMMIT" -t "$IMAGE" .
 else
   build -f Dockerfile.local -t "$IMAGE" "$DIR/ctx" # no RUN step
 fi
 log "built $IMAGE"
+got=$(docker run --rm --network host "$IMAGE" version 2>&1) || die "docker run $IMAGE version: $got"
+grep -q "$COMMIT" <<<"$got" || die "the image's strom version says $got; want commit $COMMIT"
+log "the image's strom version names commit $COMMIT"
 
 # ready API_ADDR WHAT waits until /readyz at API_ADDR answers 200 (strom healthcheck from the
 # host); after 90 s it says so and returns 1.
