@@ -16,7 +16,7 @@ import (
 // member of the metadata group supports (NextFeatureLevel), and never down.
 // Code that would emit a Raft command or a node-to-node message that an
 // older node does not know asks for the active level first
-// (raftmeta.Config.FeatureLevel, server's featureActive), so that during a
+// (raftmeta.Config.FeatureLevel, the server's featureLevel), so that during a
 // rolling upgrade nothing new is sent until the last node is new.
 //
 // A level is only ever appended: give each new command, message or stored
