@@ -18,10 +18,12 @@ import (
 // A node with fluss.listen answers a Fluss client's API_VERSIONS over real
 // TCP, and the port has the API port's connection caps
 // (max.connections.per.ip): a second connection from the same IP is closed
-// unanswered while the first keeps being served.
+// unanswered while the first keeps being served. GET_METADATA gives the
+// node's fluss.advertise address.
 func TestFlussListen(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.FlussListen = freeAddr(t)
+	cfg.FlussAdvertise = "fluss.example:19123"
 	cfg.MaxConnectionsPerIP = 1
 	startServer(t, cfg)
 
@@ -32,6 +34,13 @@ func TestFlussListen(t *testing.T) {
 		t.Fatalf("a connection over max.connections.per.ip: %v, want it closed (EOF)", err)
 	}
 	apiVersions(t, c)
+	var md flusspb.MetadataResponse
+	if code := flussCall(t, c, protocol.GetMetadata, &flusspb.MetadataRequest{}, &md); code != protocol.None {
+		t.Fatalf("GET_METADATA: %s", code)
+	}
+	if ts := md.GetTabletServers(); len(ts) != 1 || ts[0].GetHost() != "fluss.example" || ts[0].GetPort() != 19123 {
+		t.Fatalf("tablet_servers %v, want fluss.advertise fluss.example:19123", ts)
+	}
 }
 
 func dialFluss(t *testing.T, addr string) net.Conn {
@@ -75,7 +84,12 @@ func TestFlussListenValidated(t *testing.T) {
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "fluss.listen (--fluss-listen)") {
 		t.Fatalf("Validate = %v, want it to name fluss.listen", err)
 	}
-	cfg.FlussListen = ""
+	cfg.FlussListen = "127.0.0.1:0"
+	cfg.FlussAdvertise = "no-port"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "fluss.advertise") {
+		t.Fatalf("Validate = %v, want it to name fluss.advertise", err)
+	}
+	cfg.FlussListen, cfg.FlussAdvertise = "", ""
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("empty fluss.listen (off): %v", err)
 	}
