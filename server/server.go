@@ -219,6 +219,7 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 		ClusterID:                id.ClusterID,
 		DefaultBucketNumber:      cfg.DefaultBucketNumber,
 		DefaultReplicationFactor: cfg.DefaultReplicationFactor,
+		RemoteStorage:            cfg.RemoteDataDir != "" && (cfg.RemoteLogTaskInterval > 0 || cfg.KvSnapshotInterval > 0),
 		Logger:                   s.lg,
 	}, s.meta)
 	s.wg.Add(1)
@@ -253,6 +254,15 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 		if cfg.KvSnapshotInterval > 0 {
 			snap = replica.SnapshotConfig{Store: st, Interval: cfg.KvSnapshotInterval, NumRetained: cfg.KvSnapshotNumRetained, Committer: coordCalls}
 		}
+		interval := cfg.RemoteLogTaskInterval
+		if interval <= 0 || (cfg.KvSnapshotInterval > 0 && cfg.KvSnapshotInterval < interval) {
+			interval = cfg.KvSnapshotInterval
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.cleanDroppedRemote(runCtx, interval)
+		}()
 	}
 	s.replicas = replica.NewManager(replica.Config{
 		NodeID:                   cfg.NodeID,

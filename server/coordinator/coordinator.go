@@ -58,6 +58,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Now returns the current time; time.Now when nil.
 	Now func() time.Time
+	// RemoteStorage says the cluster keeps objects in remote storage
+	// (remote.data.dir): dropping a table then records a
+	// catalog.RemoteDeletion for the remote cleaner (server's).
+	RemoteStorage bool
 }
 
 // Coordinator owns catalog changes while this node leads the metadata group.
@@ -352,6 +356,15 @@ func (c *Coordinator) DropDatabase(ctx context.Context, db string, ignoreIfNotEx
 		if err != nil {
 			return err
 		}
+		if c.cfg.RemoteStorage {
+			tables, err := c.cat.Tables(db)
+			if err != nil {
+				return err
+			}
+			if ops, err = c.cat.AppendRemoteDeletions(ops, db, tables, c.cfg.Now()); err != nil {
+				return err
+			}
+		}
 		return c.write(t, ops)
 	})
 }
@@ -467,6 +480,23 @@ func (c *Coordinator) DropTable(ctx context.Context, db, name string, ignoreIfNo
 		}
 		if err != nil {
 			return err
+		}
+		if c.cfg.RemoteStorage {
+			if ops, err = c.cat.AppendRemoteDeletions(ops, db, []string{name}, c.cfg.Now()); err != nil {
+				return err
+			}
+		}
+		return c.write(t, ops)
+	})
+}
+
+// RemoteDeletionDone removes a dropped table's catalog.RemoteDeletion once
+// its remote objects are gone; one already removed is no error.
+func (c *Coordinator) RemoteDeletionDone(ctx context.Context, tableID int64) error {
+	return c.do(ctx, func(t *term) error {
+		ops := c.cat.RemoteDeletionDoneOps(tableID)
+		if len(ops) == 0 {
+			return nil
 		}
 		return c.write(t, ops)
 	})
