@@ -328,7 +328,7 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 		s.flussAddr = advertised(ln.Addr().String(), cfg.FlussAdvertise)
 		if s.fluss, err = listener.Start(lln, listener.Config{
 			MaxRequestBytes: cfg.MaxRequestBytes, IdleTimeout: cfg.IdleTimeout, Logger: s.lg,
-			Ready: s.ready.Load, Catalog: flussCatalog{s: s, admin: s.adminH},
+			Ready: s.ready.Load, Catalog: flussCatalog{s: s, admin: s.adminH}, Log: flussLog{h: s.tabletH},
 		}); err != nil {
 			ln.Close()
 			return fmt.Errorf("fluss.listen (--fluss-listen): %w", err)

@@ -667,30 +667,38 @@ func (h *tabletHandler) ListOffsets(_ context.Context, req *connect.Request[stro
 		res := &stromv1.BucketOffset{Bucket: b}
 		resp.Buckets = append(resp.Buckets, res)
 		r, err := h.replica(t, b)
+		if err == nil {
+			res.Offset, err = bucketOffset(r, m.Spec, m.TimestampMs)
+		}
 		if err != nil {
 			res.Error = rpc.Detail(err)
-			continue
-		}
-		switch m.Spec {
-		case stromv1.OffsetSpec_OFFSET_SPEC_EARLIEST:
-			res.Offset = r.LogStartOffset() // the remote start once tiered
-		case stromv1.OffsetSpec_OFFSET_SPEC_LATEST, stromv1.OffsetSpec_OFFSET_SPEC_UNSPECIFIED:
-			res.Offset = r.Log().HighWatermark()
-		case stromv1.OffsetSpec_OFFSET_SPEC_TIMESTAMP:
-			off, found, err := r.Log().OffsetForTimestamp(m.TimestampMs)
-			switch {
-			case err != nil:
-				res.Error = rpc.Detail(err)
-			case !found:
-				res.Offset = r.Log().HighWatermark() // nothing at or after: where the next record will go
-			default:
-				res.Offset = min(off, r.Log().HighWatermark())
-			}
-		default:
-			res.Error = rpc.Detail(&record.InvalidError{Field: "spec", Reason: fmt.Sprintf("unknown offset spec %d", m.Spec)})
 		}
 	}
 	return connect.NewResponse(resp), nil
+}
+
+// bucketOffset is ListOffsets's answer for one bucket: the first offset
+// stored (the remote start once tiered), the high watermark, or the first
+// offset of a batch committed at or after ts (ms), the high watermark when
+// none is (where the next record will go). The Fluss listener's LIST_OFFSETS
+// answers the same (flusslog.go).
+func bucketOffset(r *replica.Replica, spec stromv1.OffsetSpec, ts int64) (int64, error) {
+	switch spec {
+	case stromv1.OffsetSpec_OFFSET_SPEC_EARLIEST:
+		return r.LogStartOffset(), nil
+	case stromv1.OffsetSpec_OFFSET_SPEC_LATEST, stromv1.OffsetSpec_OFFSET_SPEC_UNSPECIFIED:
+		return r.Log().HighWatermark(), nil
+	case stromv1.OffsetSpec_OFFSET_SPEC_TIMESTAMP:
+		off, found, err := r.Log().OffsetForTimestamp(ts)
+		switch {
+		case err != nil:
+			return 0, err
+		case !found:
+			return r.Log().HighWatermark(), nil
+		}
+		return min(off, r.Log().HighWatermark()), nil
+	}
+	return 0, &record.InvalidError{Field: "spec", Reason: fmt.Sprintf("unknown offset spec %d", spec)}
 }
 
 func (h *tabletHandler) LimitScan(ctx context.Context, req *connect.Request[stromv1.LimitScanRequest]) (*connect.Response[stromv1.LimitScanResponse], error) {

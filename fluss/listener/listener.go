@@ -56,6 +56,8 @@ type Config struct {
 	// Catalog serves the catalog keys (catalog.go); nil answers them
 	// UNSUPPORTED_VERSION.
 	Catalog Catalog
+	// Log serves the log keys (log.go); nil answers them UNSUPPORTED_VERSION.
+	Log LogNode
 }
 
 // DefaultMaxInFlight is Config.MaxInFlight's default.
@@ -356,6 +358,7 @@ func typed[Req proto.Message](ready func(*Server) bool, f func(s *Server, ctx co
 var handlers = join(
 	map[protocol.APIKey]handler{protocol.ApiVersions: typed(always, (*Server).apiVersions)},
 	catalogHandlers,
+	logHandlers,
 )
 
 func always(*Server) bool { return true }

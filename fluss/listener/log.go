@@ -1,0 +1,410 @@
+package listener
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"strom/fluss/gen/flusspb"
+	"strom/fluss/logbatch"
+	"strom/fluss/protocol"
+	"strom/raftmeta/catalog"
+	"strom/record"
+	"strom/tablet/log"
+	"strom/tablet/replica"
+)
+
+// LogNode is what the log keys (INIT_WRITER, PRODUCE_LOG, FETCH_LOG,
+// LIST_OFFSETS) need of the node. The server implements it over the code its
+// Connect API's TabletService runs, so both APIs write and read the same
+// logs the same way.
+type LogNode interface {
+	// TableByID returns the table with the given id; an error wrapping
+	// catalog.ErrTableNotExist when there is none.
+	TableByID(id int64) (catalog.Table, error)
+	// Leader returns the bucket's replica when this node leads it; an error
+	// wrapping replica.ErrNotLeader or replica.ErrUnknownBucket otherwise.
+	Leader(t catalog.Table, bucket int32) (*replica.Replica, error)
+	// AppendLog checks V2 batches against t's schema as the Connect API's
+	// ProduceLog does and appends them to the bucket with acks (-1, 0, 1).
+	AppendLog(ctx context.Context, t catalog.Table, bucket int32, batches []byte, acks int) (log.AppendInfo, error)
+	// Offset answers ListOffsets for one bucket this node leads: the
+	// earliest offset, the latest (the high watermark), or the first at or
+	// after ts (ms), as the Connect API's ListOffsets does.
+	Offset(t catalog.Table, bucket int32, spec OffsetSpec, ts int64) (int64, error)
+	// NewWriterID allocates an idempotent writer id, as InitWriter does.
+	NewWriterID(ctx context.Context) (int64, error)
+	// FetchMaxBytes bounds one fetch response (fetch.max.bytes).
+	FetchMaxBytes() int
+	// Stopping is closed when the node stops: long polls end then.
+	Stopping() <-chan struct{}
+}
+
+// logHandlers are the log keys' handlers.
+var logHandlers = map[protocol.APIKey]handler{
+	protocol.InitWriter:  typed(hasLog, (*Server).initWriter),
+	protocol.ProduceLog:  typed(hasLog, (*Server).produceLog),
+	protocol.FetchLog:    typed(hasLog, (*Server).fetchLog),
+	protocol.ListOffsets: typed(hasLog, (*Server).listOffsets),
+}
+
+func hasLog(s *Server) bool { return s.cfg.Log != nil }
+
+// setBucketError puts err's Fluss code and message (errorCode) into a
+// bucket's result.
+func setBucketError(code **int32, msg **string, err error) {
+	c, m := errorCode(err)
+	*code, *msg = proto.Int32(int32(c)), proto.String(m)
+}
+
+// Limits of the log keys.
+const (
+	// fetchEarliest as a fetch offset means the log start
+	// (FetchParams.FETCH_FROM_EARLIEST_OFFSET).
+	fetchEarliest = -2
+	// maxFetchWait caps max_wait_ms, as the Connect API's FetchLog does.
+	maxFetchWait = 5 * time.Minute
+	// defaultWriteTimeout is the timeout when timeout_ms is not positive.
+	defaultWriteTimeout = 30 * time.Second
+)
+
+// OffsetSpec is the offset LIST_OFFSETS asks for.
+type OffsetSpec int
+
+// The offsets LIST_OFFSETS answers.
+const (
+	OffsetEarliest OffsetSpec = iota
+	OffsetLatest
+	OffsetTimestamp
+)
+
+// Fluss's ListOffsetsParam offset types.
+const (
+	listEarliest  = 0
+	listLatest    = 1
+	listTimestamp = 2
+)
+
+// initWriter is INIT_WRITER: a writer id from the same allocator the
+// Connect API's InitWriter uses (the coordinator's, proxied there).
+func (s *Server) initWriter(ctx context.Context, _ int16, _ *flusspb.InitWriterRequest) (proto.Message, error) {
+	id, err := s.cfg.Log.NewWriterID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &flusspb.InitWriterResponse{WriterId: proto.Int64(id)}, nil
+}
+
+// logTable resolves a log key's table id.
+func logTable(n LogNode, id int64) (catalog.Table, error) {
+	t, err := n.TableByID(id)
+	if err != nil {
+		return t, fmt.Errorf("table id %d: %w", id, err)
+	}
+	return t, nil
+}
+
+// errPartitioned refuses a partition id: Strom's Fluss listener serves
+// tables without partitions.
+var errPartitioned = &Error{protocol.PartitionNotExists, "Strom's Fluss listener does not serve partitions yet (partition_id)"}
+
+// produceLog is PRODUCE_LOG: each bucket's batches, Fluss 0.9.1's V0 or V1,
+// become Strom's V2 (logbatch.ToStrom, checking each CRC) and go through the
+// node's AppendLog, the Connect API's produce path; buckets are written
+// concurrently, each answered with its base offset or its error.
+func (s *Server) produceLog(ctx context.Context, _ int16, req *flusspb.ProduceLogRequest) (proto.Message, error) {
+	n := s.cfg.Log
+	acks := int(req.GetAcks())
+	if acks != -1 && acks != 0 && acks != 1 {
+		return nil, &Error{protocol.InvalidRequiredAcks, fmt.Sprintf("acks must be -1 (all in-sync replicas), 0 or 1, got %d", acks)}
+	}
+	t, err := logTable(n, req.GetTableId())
+	if err != nil {
+		return nil, err
+	}
+	if len(t.Schema.PrimaryKey) > 0 {
+		return nil, &record.InvalidError{Field: "table_id", Reason: fmt.Sprintf("%s.%s is a primary-key table: write it with PUT_KV", t.Database, t.Name)}
+	}
+	timeout := defaultWriteTimeout
+	if ms := req.GetTimeoutMs(); ms > 0 {
+		timeout = time.Duration(ms) * time.Millisecond
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	resp := &flusspb.ProduceLogResponse{BucketsResp: make([]*flusspb.PbProduceLogRespForBucket, len(req.BucketsReq))}
+	seen := map[int32]bool{}
+	var wg sync.WaitGroup
+	for i, br := range req.BucketsReq {
+		res := &flusspb.PbProduceLogRespForBucket{BucketId: proto.Int32(br.GetBucketId()), PartitionId: br.PartitionId}
+		resp.BucketsResp[i] = res
+		b := br.GetBucketId()
+		switch {
+		case br.PartitionId != nil:
+			setBucketError(&res.ErrorCode, &res.ErrorMessage, errPartitioned)
+			continue
+		case seen[b]:
+			setBucketError(&res.ErrorCode, &res.ErrorMessage, &record.InvalidError{Field: "buckets_req", Reason: fmt.Sprintf("bucket %d appears twice", b)})
+			continue
+		}
+		seen[b] = true
+		wg.Go(func() {
+			base, err := produceBucket(ctx, n, t, b, br.GetRecords(), acks)
+			if err != nil {
+				setBucketError(&res.ErrorCode, &res.ErrorMessage, err)
+				return
+			}
+			res.BaseOffset = proto.Int64(base)
+		})
+	}
+	wg.Wait()
+	return resp, nil
+}
+
+// produceBucket converts and appends one bucket's batches and returns the
+// offset of the first record.
+func produceBucket(ctx context.Context, n LogNode, t catalog.Table, bucket int32, records []byte, acks int) (int64, error) {
+	if len(records) == 0 {
+		return 0, &record.InvalidError{Field: "records", Reason: fmt.Sprintf("bucket %d: no batches", bucket)}
+	}
+	v2, err := logbatch.ToStrom(nil, records)
+	if err != nil {
+		// Fluss's server refuses a batch whose CRC does not match so
+		// (LogTablet.analyzeAndValidateRecords).
+		return 0, &Error{protocol.CorruptRecordException, fmt.Sprintf("bucket %d: %v", bucket, err)}
+	}
+	info, err := n.AppendLog(ctx, t, bucket, v2, acks)
+	if err != nil {
+		return 0, err
+	}
+	return info.FirstOffset, nil
+}
+
+// followerError refuses FETCH_LOG and LIST_OFFSETS from a Fluss tablet
+// server: Strom's replicas replicate over Strom's own protocol.
+func followerError(id int32) error {
+	return &Error{protocol.ServerNotExistException, fmt.Sprintf("follower_server_id %d: only clients (-1) fetch over the Fluss protocol; Strom's replicas replicate over Strom's own", id)}
+}
+
+// fetchTable is one table of a fetch, resolved once for all its passes.
+type fetchTable struct {
+	req  *flusspb.PbFetchLogReqForTable
+	t    catalog.Table
+	cols []int // nil: every column
+	err  error // answers each of its buckets
+}
+
+// fetchLog is FETCH_LOG: for each bucket, whole batches from its fetch
+// offset (-2: the log start) up to its max_fetch_bytes and the request's
+// max_bytes (capped by fetch.max.bytes), pruned to projected_fields by
+// record.ProjectBatch when projection is pushed down (no decoding), in
+// 0.9.1's V1 layout (logbatch.ToFluss), with the high watermark and log
+// start. Until min_bytes are there it waits for any of the buckets to
+// advance, at most max_wait_ms (capped at 5 minutes), and then answers with
+// what there is.
+func (s *Server) fetchLog(ctx context.Context, _ int16, req *flusspb.FetchLogRequest) (proto.Message, error) {
+	n := s.cfg.Log
+	if id := req.GetFollowerServerId(); id != -1 {
+		return nil, followerError(id)
+	}
+	maxBytes := n.FetchMaxBytes()
+	if m := int(req.GetMaxBytes()); m > 0 {
+		maxBytes = min(maxBytes, m)
+	}
+	minBytes := max(int(req.GetMinBytes()), 1)
+	wait := min(time.Duration(req.GetMaxWaitMs())*time.Millisecond, maxFetchWait)
+	deadline := time.Now().Add(wait)
+
+	tables := make([]fetchTable, len(req.TablesReq))
+	for i, tr := range req.TablesReq {
+		ft := &tables[i]
+		ft.req = tr
+		if ft.t, ft.err = logTable(n, tr.GetTableId()); ft.err == nil && tr.GetProjectionPushdownEnabled() {
+			ft.cols, ft.err = projectedFields(ft.t, tr.ProjectedFields)
+		}
+	}
+	for {
+		resp := &flusspb.FetchLogResponse{}
+		total := 0
+		var wake []<-chan struct{}
+		for _, ft := range tables {
+			tr := &flusspb.PbFetchLogRespForTable{TableId: proto.Int64(ft.req.GetTableId())}
+			resp.TablesResp = append(resp.TablesResp, tr)
+			for _, br := range ft.req.BucketsReq {
+				res, size, advanced := fetchBucket(n, ft, br, maxBytes-total)
+				tr.BucketsResp = append(tr.BucketsResp, res)
+				total += size
+				if advanced != nil {
+					wake = append(wake, advanced)
+				}
+			}
+		}
+		if total >= minBytes || wait <= 0 || !time.Now().Before(deadline) || len(wake) == 0 {
+			return resp, nil
+		}
+		if !waitAny(ctx, n.Stopping(), wake, time.Until(deadline)) {
+			return resp, nil // the wait ran out, the request ended or the node is stopping
+		}
+	}
+}
+
+// projectedFields checks a fetch's projected_fields: column indexes of t,
+// strictly increasing (the 0.9.1 client sends them in order and puts its
+// own order back). All columns is no projection (nil).
+func projectedFields(t catalog.Table, fields []int32) ([]int, error) {
+	cols := make([]int, len(fields))
+	for i, f := range fields {
+		cols[i] = int(f)
+	}
+	if err := t.Schema.CheckProjection(cols); err != nil {
+		return nil, &Error{protocol.InvalidColumnProjection, fmt.Sprintf("projected_fields %v: %v", fields, err)}
+	}
+	for i := 1; i < len(cols); i++ {
+		if cols[i] <= cols[i-1] {
+			return nil, &Error{protocol.InvalidColumnProjection, fmt.Sprintf("projected_fields must be strictly increasing column indexes, got %v", fields)}
+		}
+	}
+	if len(cols) == len(t.Schema.Columns) {
+		return nil, nil
+	}
+	return cols, nil
+}
+
+// fetchBucket reads one bucket within budget bytes. It returns the result,
+// the bytes of records in it, and a channel that closes when the bucket has
+// more (nil on error).
+func fetchBucket(n LogNode, ft fetchTable, br *flusspb.PbFetchLogReqForBucket, budget int) (*flusspb.PbFetchLogRespForBucket, int, <-chan struct{}) {
+	b := br.GetBucketId()
+	res := &flusspb.PbFetchLogRespForBucket{BucketId: proto.Int32(b), PartitionId: br.PartitionId}
+	fail := func(err error) (*flusspb.PbFetchLogRespForBucket, int, <-chan struct{}) {
+		setBucketError(&res.ErrorCode, &res.ErrorMessage, err)
+		return res, 0, nil
+	}
+	switch {
+	case ft.err != nil:
+		return fail(ft.err)
+	case br.PartitionId != nil:
+		return fail(errPartitioned)
+	}
+	r, err := n.Leader(ft.t, b)
+	if err != nil {
+		return fail(err)
+	}
+	offset := br.GetFetchOffset()
+	if offset == fetchEarliest {
+		offset = r.LogStartOffset()
+	}
+	advanced := r.Advanced()
+	limit := int(br.GetMaxFetchBytes())
+	if limit <= 0 {
+		limit = budget
+	}
+	rr, err := r.Read(offset, max(min(limit, budget), 1))
+	res.HighWatermark, res.LogStartOffset = proto.Int64(rr.HighWatermark), proto.Int64(rr.LogStartOffset)
+	if err != nil {
+		return fail(fmt.Errorf("bucket %d: %w", b, err))
+	}
+	stored := rr.Batches
+	if ft.cols != nil && len(stored) > 0 {
+		if stored, err = project(ft.t.Schema, ft.cols, stored); err != nil {
+			return fail(fmt.Errorf("bucket %d: %w", b, err))
+		}
+	}
+	if len(stored) > 0 {
+		if res.Records, err = logbatch.ToFluss(nil, stored); err != nil {
+			return fail(fmt.Errorf("bucket %d: stored batch: %w", b, err))
+		}
+	}
+	return res, len(res.Records), advanced
+}
+
+// project prunes each stored batch to cols (record.ProjectBatch: the
+// columns' buffers copied still compressed, after the batch's CRC is
+// checked). A batch that does not project ends the answer before it; when
+// it is the first, the error (a *log.CorruptRecordError naming its offsets)
+// is the bucket's.
+func project(s record.Schema, cols []int, stored []byte) ([]byte, error) {
+	var out []byte
+	for data := stored; len(data) > 0; {
+		b, rest, err := record.NextBatch(data)
+		if err == nil {
+			var pruned []byte
+			if pruned, _, err = record.ProjectBatch(out, b, s, cols); err == nil {
+				out, data = pruned, rest
+				continue
+			}
+			err = &log.CorruptRecordError{Offset: b.BaseOffset(), NextOffset: b.NextOffset(), Err: err}
+		}
+		if len(out) > 0 {
+			break // serve what precedes it; the next fetch starts at it
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+// waitAny waits until one of chs closes (true), or ctx ends, stop closes or
+// d passes (false).
+func waitAny(ctx context.Context, stop <-chan struct{}, chs []<-chan struct{}, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	cases := make([]reflect.SelectCase, 0, len(chs)+3)
+	for _, c := range []<-chan struct{}{ctx.Done(), stop} {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(c)})
+	}
+	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timer.C)})
+	for _, c := range chs {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(c)})
+	}
+	chosen, _, _ := reflect.Select(cases)
+	return chosen >= 3
+}
+
+// listOffsets is LIST_OFFSETS: per bucket the earliest offset (the log
+// start, remote once tiered), the latest (the high watermark), or the first
+// offset at or after startTimestamp, as the Connect API's ListOffsets
+// answers them (LogNode.Offset).
+func (s *Server) listOffsets(_ context.Context, _ int16, req *flusspb.ListOffsetsRequest) (proto.Message, error) {
+	n := s.cfg.Log
+	if id := req.GetFollowerServerId(); id != -1 {
+		return nil, followerError(id)
+	}
+	var spec OffsetSpec
+	switch req.GetOffsetType() {
+	case listEarliest:
+		spec = OffsetEarliest
+	case listLatest:
+		spec = OffsetLatest
+	case listTimestamp:
+		if req.StartTimestamp == nil {
+			return nil, &Error{protocol.InvalidTimestampException, "offset_type 2 (timestamp) needs startTimestamp"}
+		}
+		spec = OffsetTimestamp
+	default:
+		return nil, &Error{protocol.UnknownServerError, fmt.Sprintf("offset_type must be 0 (earliest), 1 (latest) or 2 (timestamp), got %d", req.GetOffsetType())}
+	}
+	t, err := logTable(n, req.GetTableId())
+	if err != nil {
+		return nil, err
+	}
+	resp := &flusspb.ListOffsetsResponse{}
+	for _, b := range req.BucketId {
+		res := &flusspb.PbListOffsetsRespForBucket{BucketId: proto.Int32(b)}
+		resp.BucketsResp = append(resp.BucketsResp, res)
+		if req.PartitionId != nil {
+			setBucketError(&res.ErrorCode, &res.ErrorMessage, errPartitioned)
+			continue
+		}
+		off, err := n.Offset(t, b, spec, req.GetStartTimestamp())
+		if err != nil {
+			setBucketError(&res.ErrorCode, &res.ErrorMessage, err)
+			continue
+		}
+		res.Offset = proto.Int64(off)
+	}
+	return resp, nil
+}

@@ -1,0 +1,260 @@
+package server
+
+import (
+	"context"
+	"encoding/binary"
+	"hash/crc32"
+	"net"
+	"sync/atomic"
+	"testing"
+
+	"connectrpc.com/connect"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"google.golang.org/protobuf/proto"
+
+	"strom/fluss/gen/flusspb"
+	"strom/fluss/logbatch"
+	"strom/fluss/protocol"
+	"strom/fluss/wire"
+	"strom/record"
+	stromv1 "strom/rpc/gen/strom/v1"
+)
+
+var flussRequestID atomic.Int32
+
+// flussCall sends req as key over c and decodes the success response into
+// resp; an error response comes back as its code.
+func flussCall(t *testing.T, c net.Conn, key protocol.APIKey, req, resp proto.Message) protocol.ErrorCode {
+	t.Helper()
+	id := flussRequestID.Add(1)
+	frame, err := wire.AppendRequest(nil, wire.RequestHeader{APIKey: key, RequestID: id}, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	in, err := wire.NewReader(c, 64<<20, "test").ReadFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := wire.ParseResponse(in)
+	if err != nil || r.RequestID != id {
+		t.Fatalf("%s: response %+v, %v", key, r, err)
+	}
+	if r.Type != wire.SuccessResponse {
+		var e flusspb.ErrorResponse
+		if err := proto.Unmarshal(r.Body, &e); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: error %s: %s", key, protocol.ErrorCode(e.GetErrorCode()), e.GetErrorMessage())
+		return protocol.ErrorCode(e.GetErrorCode())
+	}
+	if err := proto.Unmarshal(r.Body, resp); err != nil {
+		t.Fatalf("%s: %v", key, err)
+	}
+	return protocol.None
+}
+
+// v0Batch rewrites a Strom V2 batch as the V0 batch the Fluss 0.9.1 client
+// writes (no LeaderEpoch, no StatisticsLength), with its CRC.
+func v0Batch(v2 []byte) []byte {
+	le := binary.LittleEndian
+	out := append([]byte(nil), v2[:21]...)
+	out = append(out, 0, 0, 0, 0) // CRC, below
+	out = append(out, v2[29:52]...)
+	out = append(out, v2[56:]...)
+	le.PutUint32(out[8:], uint32(len(out)-12))
+	out[12] = 0
+	le.PutUint32(out[21:], crc32.Checksum(out[25:], crc32.MakeTable(crc32.Castagnoli)))
+	return out
+}
+
+// decodeFluss reads a FETCH_LOG bucket's records, 0.9.1 V1 batches, as
+// rows of schema s, checking each batch's CRC as the 0.9.1 client does; it
+// returns the rows and the base offsets of the batches.
+func decodeFluss(t *testing.T, records []byte, s record.Schema) ([]record.Row, []int64) {
+	t.Helper()
+	v2, err := logbatch.ToStrom(nil, records) // checks each CRC where the client does
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []record.Row
+	var bases []int64
+	for len(v2) > 0 {
+		b, rest, err := record.NextBatch(v2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec, err := record.DecodeArrowBatch(b, s, memory.DefaultAllocator)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < dec.Len(); i++ {
+			rows = append(rows, dec.Row(i))
+		}
+		dec.Release()
+		bases = append(bases, b.BaseOffset())
+		v2 = rest
+	}
+	return rows, bases
+}
+
+// The log keys over the Fluss wire on a real node: INIT_WRITER's ids,
+// PRODUCE_LOG of V0 batches (idempotent, a retry deduplicated, a corrupt
+// batch refused for its bucket alone), FETCH_LOG full and projected in
+// 0.9.1's V1 layout with the high watermark and log start, from -2, a
+// long poll woken by a produce, LIST_OFFSETS, and the Connect API seeing
+// the same log.
+func TestFlussLogKeys(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.FlussListen = freeAddr(t)
+	s := startServer(t, cfg)
+	const ddl = "id BIGINT NOT NULL, name STRING, score DOUBLE"
+	info := createTable(t, s, "fluss", "scores", ddl, 2)
+	schema := schemaOf(t, ddl)
+	c := dialFluss(t, cfg.FlussListen)
+
+	var w1, w2 flusspb.InitWriterResponse
+	if code := flussCall(t, c, protocol.InitWriter, &flusspb.InitWriterRequest{}, &w1); code != protocol.None {
+		t.Fatalf("INIT_WRITER: %s", code)
+	}
+	flussCall(t, c, protocol.InitWriter, &flusspb.InitWriterRequest{}, &w2)
+	if w1.GetWriterId() < 0 || w2.GetWriterId() == w1.GetWriterId() {
+		t.Fatalf("writer ids %d, %d", w1.GetWriterId(), w2.GetWriterId())
+	}
+
+	rows := func(from, n int) []record.Row {
+		var out []record.Row
+		for i := from; i < from+n; i++ {
+			out = append(out, record.Row{int64(i), "name", float64(i) / 2})
+		}
+		return out
+	}
+	batch := func(seq int32, rs []record.Row) []byte {
+		b := record.Batch(buildBatch(t, schema, info.SchemaId, rs...))
+		b.SetWriter(w1.GetWriterId(), seq)
+		return v0Batch(b)
+	}
+	produce := func(bucket int32, records []byte) *flusspb.PbProduceLogRespForBucket {
+		t.Helper()
+		var resp flusspb.ProduceLogResponse
+		if code := flussCall(t, c, protocol.ProduceLog, &flusspb.ProduceLogRequest{Acks: proto.Int32(-1), TableId: proto.Int64(info.TableId), TimeoutMs: proto.Int32(30000),
+			BucketsReq: []*flusspb.PbProduceLogReqForBucket{{BucketId: proto.Int32(bucket), Records: records}}}, &resp); code != protocol.None {
+			t.Fatalf("PRODUCE_LOG: %s", code)
+		}
+		return resp.BucketsResp[0]
+	}
+	first, second := batch(0, rows(0, 10)), batch(1, rows(10, 5))
+	if r := produce(0, first); r.ErrorCode != nil || r.GetBaseOffset() != 0 {
+		t.Fatalf("first batch: %v", r)
+	}
+	if r := produce(0, second); r.ErrorCode != nil || r.GetBaseOffset() != 10 {
+		t.Fatalf("second batch: %v", r)
+	}
+	if r := produce(0, second); r.ErrorCode != nil || r.GetBaseOffset() != 10 {
+		t.Fatalf("a retry of the second batch: %v, want its original offset 10", r)
+	}
+	bad := append([]byte(nil), first...)
+	bad[len(bad)-1] ^= 1
+	if r := produce(1, bad); protocol.ErrorCode(r.GetErrorCode()) != protocol.CorruptRecordException {
+		t.Fatalf("a batch with a bad CRC: %v, want CORRUPT_RECORD_EXCEPTION", r)
+	}
+
+	fetch := func(offset int64, projected []int32, minBytes, waitMs int32) *flusspb.PbFetchLogRespForBucket {
+		t.Helper()
+		tr := &flusspb.PbFetchLogReqForTable{TableId: proto.Int64(info.TableId), ProjectionPushdownEnabled: proto.Bool(projected != nil), ProjectedFields: projected,
+			BucketsReq: []*flusspb.PbFetchLogReqForBucket{{BucketId: proto.Int32(0), FetchOffset: proto.Int64(offset), MaxFetchBytes: proto.Int32(1 << 20)}}}
+		var resp flusspb.FetchLogResponse
+		if code := flussCall(t, c, protocol.FetchLog, &flusspb.FetchLogRequest{FollowerServerId: proto.Int32(-1), MaxBytes: proto.Int32(16 << 20),
+			MinBytes: proto.Int32(minBytes), MaxWaitMs: proto.Int32(waitMs), TablesReq: []*flusspb.PbFetchLogReqForTable{tr}}, &resp); code != protocol.None {
+			t.Fatalf("FETCH_LOG: %s", code)
+		}
+		return resp.TablesResp[0].BucketsResp[0]
+	}
+	for _, from := range []int64{0, -2} {
+		r := fetch(from, nil, 1, 0)
+		if r.ErrorCode != nil || r.GetHighWatermark() != 15 || r.GetLogStartOffset() != 0 {
+			t.Fatalf("fetch from %d: %v", from, r)
+		}
+		for pos := 0; pos < len(r.Records); pos += int(binary.LittleEndian.Uint32(r.Records[pos+8:])) + 12 {
+			if r.Records[pos+12] != byte(logbatch.MagicV1) {
+				t.Fatalf("batch at %d has magic %d, want 0.9.1's V1", pos, r.Records[pos+12])
+			}
+		}
+		got, bases := decodeFluss(t, r.Records, schema)
+		if len(got) != 15 || len(bases) != 2 || bases[1] != 10 {
+			t.Fatalf("fetch from %d: %d rows, batches at %v", from, len(got), bases)
+		}
+		for i, row := range got {
+			if !row.Equal(rows(0, 15)[i]) {
+				t.Fatalf("row %d: %v", i, row)
+			}
+		}
+	}
+	pr := fetch(5, []int32{0, 2}, 1, 0) // starts inside the first batch, as Fluss's answer does
+	got, _ := decodeFluss(t, pr.Records, schema.Project([]int{0, 2}))
+	if len(got) != 15 || !got[12].Equal(record.Row{int64(12), float64(6)}) {
+		t.Fatalf("projected fetch: %d rows, row 12 %v", len(got), got[12])
+	}
+	if r := fetch(99, nil, 1, 0); protocol.ErrorCode(r.GetErrorCode()) != protocol.LogOffsetOutOfRangeException {
+		t.Fatalf("fetch past the end: %v", r)
+	}
+	if r := fetch(0, []int32{2, 0}, 1, 0); protocol.ErrorCode(r.GetErrorCode()) != protocol.InvalidColumnProjection {
+		t.Fatalf("projection out of order: %v", r)
+	}
+
+	// A long poll at the high watermark is answered when a produce arrives
+	// on another connection (without the wake-up it would answer empty
+	// after max_wait_ms).
+	polled := make(chan *flusspb.PbFetchLogRespForBucket, 1)
+	go func() { polled <- fetch(15, nil, 1, 60000) }()
+	c2 := dialFluss(t, cfg.FlussListen)
+	var presp flusspb.ProduceLogResponse
+	c2code := flussCall(t, c2, protocol.ProduceLog, &flusspb.ProduceLogRequest{Acks: proto.Int32(1), TableId: proto.Int64(info.TableId), TimeoutMs: proto.Int32(30000),
+		BucketsReq: []*flusspb.PbProduceLogReqForBucket{{BucketId: proto.Int32(0), Records: batch(2, rows(15, 3))}}}, &presp)
+	if c2code != protocol.None || presp.BucketsResp[0].GetBaseOffset() != 15 {
+		t.Fatalf("produce during the long poll: %s %v", c2code, presp.BucketsResp)
+	}
+	if r := <-polled; len(r.Records) == 0 || r.GetHighWatermark() != 18 {
+		t.Fatalf("long poll: %v", r)
+	} else if got, _ := decodeFluss(t, r.Records, schema); len(got) != 3 || !got[0].Equal(rows(15, 1)[0]) {
+		t.Fatalf("long poll rows: %v", got)
+	}
+
+	list := func(typ int32, ts *int64) *flusspb.PbListOffsetsRespForBucket {
+		t.Helper()
+		var resp flusspb.ListOffsetsResponse
+		if code := flussCall(t, c, protocol.ListOffsets, &flusspb.ListOffsetsRequest{FollowerServerId: proto.Int32(-1), OffsetType: proto.Int32(typ),
+			TableId: proto.Int64(info.TableId), BucketId: []int32{0, 1}, StartTimestamp: ts}, &resp); code != protocol.None {
+			t.Fatalf("LIST_OFFSETS: %s", code)
+		}
+		return resp.BucketsResp[0]
+	}
+	if r := list(0, nil); r.GetOffset() != 0 {
+		t.Fatalf("earliest: %v", r)
+	}
+	if r := list(1, nil); r.GetOffset() != 18 {
+		t.Fatalf("latest: %v", r)
+	}
+	if r := list(2, proto.Int64(0)); r.GetOffset() != 0 {
+		t.Fatalf("timestamp 0: %v", r)
+	}
+	if r := list(2, proto.Int64(1<<62)); r.GetOffset() != 18 {
+		t.Fatalf("a future timestamp: %v", r)
+	}
+
+	// The Connect API reads the same log.
+	lo, err := tabletClient(s).ListOffsets(context.Background(), connect.NewRequest(&stromv1.ListOffsetsRequest{Database: "fluss", Table: "scores",
+		Buckets: []int32{0}, Spec: stromv1.OffsetSpec_OFFSET_SPEC_LATEST}))
+	if err != nil || lo.Msg.Buckets[0].Offset != 18 {
+		t.Fatalf("Connect ListOffsets: %v %v", lo, err)
+	}
+
+	// A table id no table has fails the request.
+	var none flusspb.ListOffsetsResponse
+	if code := flussCall(t, c, protocol.ListOffsets, &flusspb.ListOffsetsRequest{FollowerServerId: proto.Int32(-1), OffsetType: proto.Int32(1),
+		TableId: proto.Int64(info.TableId + 1000), BucketId: []int32{0}}, &none); code != protocol.TableNotExist {
+		t.Fatalf("unknown table id: %s", code)
+	}
+}
