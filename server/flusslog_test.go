@@ -257,4 +257,21 @@ func TestFlussLogKeys(t *testing.T) {
 		TableId: proto.Int64(info.TableId + 1000), BucketId: []int32{0}}, &none); code != protocol.TableNotExist {
 		t.Fatalf("unknown table id: %s", code)
 	}
+	// Requests Strom does not take, each refused with Fluss's code.
+	var pr2 flusspb.ProduceLogResponse
+	if code := flussCall(t, c, protocol.ProduceLog, &flusspb.ProduceLogRequest{Acks: proto.Int32(2), TableId: proto.Int64(info.TableId), TimeoutMs: proto.Int32(1000),
+		BucketsReq: []*flusspb.PbProduceLogReqForBucket{{BucketId: proto.Int32(0), Records: first}}}, &pr2); code != protocol.InvalidRequiredAcks {
+		t.Fatalf("acks 2: %s", code)
+	}
+	if code := flussCall(t, c, protocol.ProduceLog, &flusspb.ProduceLogRequest{Acks: proto.Int32(-1), TableId: proto.Int64(info.TableId), TimeoutMs: proto.Int32(1000),
+		BucketsReq: []*flusspb.PbProduceLogReqForBucket{{BucketId: proto.Int32(1), Records: first}, {BucketId: proto.Int32(1), Records: first},
+			{PartitionId: proto.Int64(7), BucketId: proto.Int32(0), Records: first}}}, &pr2); code != protocol.None ||
+		pr2.BucketsResp[0].ErrorCode != nil || protocol.ErrorCode(pr2.BucketsResp[1].GetErrorCode()) != protocol.InvalidTableException ||
+		protocol.ErrorCode(pr2.BucketsResp[2].GetErrorCode()) != protocol.PartitionNotExists {
+		t.Fatalf("a bucket twice and a partition: %s %v", code, pr2.BucketsResp)
+	}
+	var fr flusspb.FetchLogResponse
+	if code := flussCall(t, c, protocol.FetchLog, &flusspb.FetchLogRequest{FollowerServerId: proto.Int32(3), MaxBytes: proto.Int32(1 << 20)}, &fr); code != protocol.ServerNotExistException {
+		t.Fatalf("a follower's fetch: %s", code)
+	}
 }
