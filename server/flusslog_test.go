@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"hash/crc32"
-	"net"
-	"sync/atomic"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -15,46 +13,9 @@ import (
 	"strom/fluss/gen/flusspb"
 	"strom/fluss/logbatch"
 	"strom/fluss/protocol"
-	"strom/fluss/wire"
 	"strom/record"
 	stromv1 "strom/rpc/gen/strom/v1"
 )
-
-var flussRequestID atomic.Int32
-
-// flussCall sends req as key over c and decodes the success response into
-// resp; an error response comes back as its code.
-func flussCall(t *testing.T, c net.Conn, key protocol.APIKey, req, resp proto.Message) protocol.ErrorCode {
-	t.Helper()
-	id := flussRequestID.Add(1)
-	frame, err := wire.AppendRequest(nil, wire.RequestHeader{APIKey: key, RequestID: id}, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Write(frame); err != nil {
-		t.Fatal(err)
-	}
-	in, err := wire.NewReader(c, 64<<20, "test").ReadFrame()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := wire.ParseResponse(in)
-	if err != nil || r.RequestID != id {
-		t.Fatalf("%s: response %+v, %v", key, r, err)
-	}
-	if r.Type != wire.SuccessResponse {
-		var e flusspb.ErrorResponse
-		if err := proto.Unmarshal(r.Body, &e); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("%s: error %s: %s", key, protocol.ErrorCode(e.GetErrorCode()), e.GetErrorMessage())
-		return protocol.ErrorCode(e.GetErrorCode())
-	}
-	if err := proto.Unmarshal(r.Body, resp); err != nil {
-		t.Fatalf("%s: %v", key, err)
-	}
-	return protocol.None
-}
 
 // v0Batch rewrites a Strom V2 batch as the V0 batch the Fluss 0.9.1 client
 // writes (no LeaderEpoch, no StatisticsLength), with its CRC.
