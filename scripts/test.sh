@@ -77,9 +77,10 @@ scripts/fuzz.sh -d 4s record/arrowmsg:FuzzParse record/arrowmsg:FuzzProject reco
 
 step "allocation tests (without -race, which changes allocation)"
 # Files built with !race: they measure what the produce path allocates, that
-# counting produce and fetch for /metrics allocates nothing, and that a fetch
-# does not copy its log read.
-go test -count=1 -run 'DoesNotCopy|AllocatesNothing' "$@" ./server/ ./client/
+# counting produce and fetch for /metrics allocates nothing, that a fetch
+# does not copy its log read, and that the leader's replica fetch reads into
+# pooled buffers.
+go test -count=1 -run 'DoesNotCopy|AllocatesNothing|LendsReadBuffers' "$@" ./server/ ./client/
 
 step "the Curator differential suite: the Java client and Curator's recipes, shim vs ZooKeeper"
 # Installs the zookeeper and curator-recipes jars with Maven into a cache once.

@@ -68,6 +68,13 @@ func (p *fetchFastPath) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = p.errors.Write(w, r, err)
 		return
 	}
+	// The batches may be in buffers lent by rpc.GetBuffer (serve), given
+	// back once written (PutBuffer leaves others alone).
+	defer func() {
+		for _, res := range results {
+			rpc.PutBuffer(res.Lent)
+		}
+	}()
 	parts, n := encodeFetchResponse(results)
 	h := w.Header()
 	h["Content-Type"] = []string{"application/proto"}
@@ -99,7 +106,15 @@ func (p *fetchFastPath) serve(r *http.Request) ([]replica.BucketFetchResult, err
 	if !p.ready() {
 		return nil, rpc.Error(rpc.ErrNotReady)
 	}
-	return p.h.fetch(ctx, m), nil
+	// Over HTTP/1.1 (what replicaPeers speaks) a Write has copied or sent
+	// its bytes when it returns, so ServeHTTP may give the buffers back
+	// after; an HTTP/2 stream reset may leave a frame queued with them, so
+	// its reads get fresh buffers.
+	var buffer func(int) []byte
+	if r.ProtoMajor == 1 {
+		buffer = rpc.GetBuffer
+	}
+	return p.h.fetch(ctx, m, buffer), nil
 }
 
 // resultMessage is res as the wire's message, its batches left out

@@ -174,12 +174,10 @@ func TestReplicaPeersFetch(t *testing.T) {
 	}
 }
 
-// BenchmarkFetchReplicaAnswer: a follower's fetch of one bucket holding a
-// batch of about 1 MiB from a node over loopback, its answer read into a
-// new buffer each time (as before the buffer was reused) and into the
-// previous answer's (as replicaPeers does); compare the two in one run.
-func BenchmarkFetchReplicaAnswer(b *testing.B) {
-	s, info, schema, r := leaderWithTable(b, 1)
+// bigBatchLeader is leaderWithTable(1) with one batch of about 1 MiB
+// appended (1000 rows of 1 KiB of random letters), and a fetch of it.
+func bigBatchLeader(t testing.TB) (*Server, *stromv1.FetchReplicaRequest) {
+	s, info, schema, r := leaderWithTable(t, 1)
 	var rows []record.Row
 	rnd := rand.New(rand.NewPCG(1, 2))
 	for i := range 1000 {
@@ -189,12 +187,20 @@ func BenchmarkFetchReplicaAnswer(b *testing.B) {
 		}
 		rows = append(rows, record.Row{int64(i), string(name)})
 	}
-	if _, err := r.Append(context.Background(), buildBatch(b, schema, info.SchemaId, rows...), -1); err != nil {
-		b.Fatal(err)
+	if _, err := r.Append(context.Background(), buildBatch(t, schema, info.SchemaId, rows...), -1); err != nil {
+		t.Fatal(err)
 	}
-	p := newReplicaPeers(s)
-	m := &stromv1.FetchReplicaRequest{FollowerId: 2, MaxWaitMs: 1, MaxBytes: 16 << 20, Buckets: []*stromv1.FetchReplicaBucket{
+	return s, &stromv1.FetchReplicaRequest{FollowerId: 2, MaxWaitMs: 1, MaxBytes: 16 << 20, Buckets: []*stromv1.FetchReplicaBucket{
 		{TableId: info.TableId, LeaderEpoch: r.State().LeaderEpoch, MaxBytes: 4 << 20}}}
+}
+
+// BenchmarkFetchReplicaAnswer: a follower's fetch of one bucket holding a
+// batch of about 1 MiB from a node over loopback, its answer read into a
+// new buffer each time (as before the buffer was reused) and into the
+// previous answer's (as replicaPeers does); compare the two in one run.
+func BenchmarkFetchReplicaAnswer(b *testing.B) {
+	s, m := bigBatchLeader(b)
+	p := newReplicaPeers(s)
 	for _, reuse := range []bool{false, true} {
 		b.Run(map[bool]string{false: "new buffer", true: "reused buffer"}[reuse], func(b *testing.B) {
 			var buf []byte

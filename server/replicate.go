@@ -39,7 +39,7 @@ type replicaHandler struct{ s *Server }
 
 func (h *replicaHandler) FetchReplica(ctx context.Context, req *connect.Request[stromv1.FetchReplicaRequest]) (*connect.Response[stromv1.FetchReplicaResponse], error) {
 	resp := &stromv1.FetchReplicaResponse{}
-	for _, res := range h.fetch(ctx, req.Msg) {
+	for _, res := range h.fetch(ctx, req.Msg, nil) {
 		out := resultMessage(res)
 		out.Records = res.Batches
 		resp.Buckets = append(resp.Buckets, out)
@@ -47,10 +47,11 @@ func (h *replicaHandler) FetchReplica(ctx context.Context, req *connect.Request[
 	return connect.NewResponse(resp), nil
 }
 
-// fetch serves a follower's fetch (replica.Manager.FetchAsLeader); the long
-// poll ends when the node stops, so the API drains promptly.
-func (h *replicaHandler) fetch(ctx context.Context, m *stromv1.FetchReplicaRequest) []replica.BucketFetchResult {
-	fr := replica.FetchRequest{Follower: m.FollowerId, MaxWait: time.Duration(m.MaxWaitMs) * time.Millisecond, MaxBytes: int(m.MaxBytes)}
+// fetch serves a follower's fetch (replica.Manager.FetchAsLeader), the
+// batches read into buffers of buffer's (nil: fresh ones); the long poll
+// ends when the node stops, so the API drains promptly.
+func (h *replicaHandler) fetch(ctx context.Context, m *stromv1.FetchReplicaRequest, buffer func(int) []byte) []replica.BucketFetchResult {
+	fr := replica.FetchRequest{Follower: m.FollowerId, MaxWait: time.Duration(m.MaxWaitMs) * time.Millisecond, MaxBytes: int(m.MaxBytes), Buffer: buffer}
 	for _, b := range m.Buckets {
 		fr.Buckets = append(fr.Buckets, replica.BucketFetch{
 			TB: replica.TableBucket{TableID: b.TableId, Bucket: b.Bucket}, LeaderEpoch: b.LeaderEpoch,

@@ -207,7 +207,7 @@ func TestRefusedISRChangeBacksOff(t *testing.T) {
 		}
 	}
 	fetch := func() { // node 2 at the log end, outside the ISR
-		r.fetchAsLeader(2, BucketFetch{TB: r.tb, LeaderEpoch: 1, FetchOffset: r.log.LogEndOffset()}, 0, time.Now())
+		r.fetchAsLeader(2, BucketFetch{TB: r.tb, LeaderEpoch: 1, FetchOffset: r.log.LogEndOffset()}, 0, time.Now(), nil)
 	}
 	fetch()
 	if !woken() {

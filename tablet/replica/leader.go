@@ -41,6 +41,11 @@ type BucketFetchResult struct {
 	// Batches are whole stored batches from FetchOffset, below the leader's
 	// log end (not only below its high watermark).
 	Batches []byte
+	// Lent is, on the leader with FetchRequest.Buffer set, the buffer it
+	// lent for the read (Batches are in it when it had the room,
+	// log.Tablet.ReadInto), for the caller to give back once Batches are
+	// sent; nil when none was lent.
+	Lent []byte
 }
 
 // FetchRequest is a follower's fetch of every bucket it follows from one
@@ -53,6 +58,9 @@ type FetchRequest struct {
 	// MaxBytes bounds the batches of the whole response.
 	MaxBytes int
 	Buckets  []BucketFetch
+	// Buffer, if set, lends the leader the buffers it reads batches into
+	// (a pool's get; nil: fresh ones).
+	Buffer func(n int) []byte
 }
 
 // broadcast wakes every waiter at once: wait returns a channel that the
@@ -99,7 +107,7 @@ func (m *Manager) FetchAsLeader(ctx context.Context, req FetchRequest) []BucketF
 			res := BucketFetchResult{TB: f.TB}
 			r, err := m.Replica(f.TB)
 			if err == nil {
-				res = r.fetchAsLeader(req.Follower, f, min(f.MaxBytes, budget), time.Now())
+				res = r.fetchAsLeader(req.Follower, f, min(f.MaxBytes, budget), time.Now(), req.Buffer)
 			} else {
 				res.Err = err
 			}
@@ -121,8 +129,9 @@ func (m *Manager) FetchAsLeader(ctx context.Context, req FetchRequest) []BucketF
 }
 
 // fetchAsLeader serves one bucket of a follower's fetch, with at most
-// maxBytes of batches (none when maxBytes ≤ 0).
-func (r *Replica) fetchAsLeader(follower int32, f BucketFetch, maxBytes int, now time.Time) BucketFetchResult {
+// maxBytes of batches (none when maxBytes ≤ 0), read into a buffer of
+// get's of maxBytes (log.Tablet.ReadInto), lent in the result.
+func (r *Replica) fetchAsLeader(follower int32, f BucketFetch, maxBytes int, now time.Time, get func(n int) []byte) BucketFetchResult {
 	res := BucketFetchResult{TB: r.tb}
 	r.mu.Lock()
 	res.HighWatermark, res.LogStartOffset, res.LogEndOffset = r.log.HighWatermark(), r.log.LogStartOffset(), r.log.LogEndOffset()
@@ -155,7 +164,10 @@ func (r *Replica) fetchAsLeader(follower int32, f BucketFetch, maxBytes int, now
 	// The leader's log is only cut by retention below the high watermark
 	// or by a truncation after it stops leading; a read overlapping either
 	// fails and the follower fetches again.
-	info, err := r.log.Read(f.FetchOffset, maxBytes, res.LogEndOffset)
+	if get != nil {
+		res.Lent = get(maxBytes)
+	}
+	info, err := r.log.ReadInto(res.Lent, f.FetchOffset, maxBytes, res.LogEndOffset)
 	var oor *log.OffsetOutOfRangeError
 	if errors.As(err, &oor) {
 		res.LogStartOffset, res.LogEndOffset = oor.LogStart, oor.LogEnd
