@@ -30,7 +30,8 @@ type ISRChanger interface {
 // maybeShrinkIsr and maybeExpandIsr): the current ISR without the
 // followers that have not caught up with the leader's log end for longer
 // than maxLag, with the followers outside it whose log end reached the
-// high watermark and the start of this leader epoch. A follower in the ISR
+// high watermark and the start of this leader epoch and that caught up
+// within maxLag. A follower in the ISR
 // that has not fetched in this leadership counts as caught up when it
 // started. ok is false when there is nothing to change, when this node
 // does not lead, or when a change it asked for at this bucket epoch is
@@ -51,7 +52,12 @@ func (r *Replica) isrProposalLocked(now time.Time, maxLag time.Duration) (c ISRC
 	})
 	var joining []int32
 	for id, f := range r.mu.followers {
-		if !slices.Contains(r.mu.isr, id) && r.canJoinLocked(f) {
+		// Only one caught up within maxLag, which the shrink above would
+		// keep: a follower cut off after catching up, whose last fetch
+		// still shows it at the high watermark of an idle bucket, would
+		// otherwise rejoin on that stale fetch and leave again at every
+		// check, holding the high watermark meanwhile.
+		if !slices.Contains(r.mu.isr, id) && r.canJoinLocked(f) && now.Sub(f.CaughtUpAt) <= maxLag {
 			joining = append(joining, id)
 		}
 	}

@@ -16,7 +16,8 @@ import (
 // The leader's ISR decisions: a follower that has not caught up for longer
 // than max-lag-time leaves (one that never fetched counts from the start
 // of the leadership); one outside the ISR rejoins once its log end reaches
-// the high watermark and the start of the leader epoch.
+// the high watermark and the start of the leader epoch, if it caught up
+// within max-lag-time.
 func TestISRProposal(t *testing.T) {
 	meta := metatest.NewNode(t)
 	m := startManager(t, meta, t.TempDir())
@@ -45,7 +46,11 @@ func TestISRProposal(t *testing.T) {
 		{name: "fetched, never caught up", isr: []int32{1, 2}, at: lag + time.Millisecond, want: []int32{1},
 			followers: map[int32]FollowerState{2: {LogEnd: 3}}},
 		{name: "caught up rejoins", isr: []int32{1, 2}, hw: 7, at: time.Second, want: []int32{1, 2, 3},
-			followers: map[int32]FollowerState{2: {LogEnd: 7, CaughtUpAt: start}, 3: {LogEnd: 7}}},
+			followers: map[int32]FollowerState{2: {LogEnd: 7, CaughtUpAt: start}, 3: {LogEnd: 7, CaughtUpAt: start}}},
+		// A follower cut off after it caught up: its last fetch shows it at
+		// the high watermark (nothing was written since), but long ago.
+		{name: "caught up long ago stays out", isr: []int32{1, 2}, hw: 7, at: time.Minute,
+			followers: map[int32]FollowerState{2: {LogEnd: 7, CaughtUpAt: start.Add(time.Minute)}, 3: {LogEnd: 7, CaughtUpAt: start.Add(29 * time.Second)}}},
 		{name: "below the high watermark stays out", isr: []int32{1, 2}, hw: 7, at: time.Second,
 			followers: map[int32]FollowerState{2: {LogEnd: 7, CaughtUpAt: start}, 3: {LogEnd: 6, CaughtUpAt: start}}},
 		{name: "below the leader epoch's start stays out", isr: []int32{1}, hw: 2, epochStart: 4, at: time.Second,
@@ -216,24 +221,26 @@ func TestRefusedISRChangeBacksOff(t *testing.T) {
 	coord := &refusingCoordinator{}
 	ctx := context.Background()
 	// The checks' clock runs an hour ahead, so that the fetches below are
-	// within the backoff whatever the machine's speed.
+	// within the backoff whatever the machine's speed; the max lag is
+	// longer, so that the follower still counts as caught up then.
 	at := time.Now().Add(time.Hour)
-	if asked, err := r.checkISR(ctx, coord, at, time.Minute); !asked || err == nil {
+	const maxLag = 2 * time.Hour
+	if asked, err := r.checkISR(ctx, coord, at, maxLag); !asked || err == nil {
 		t.Fatalf("checkISR = %v, %v; want asked and refused", asked, err)
 	}
 	fetch()
 	if woken() {
 		t.Error("the follower's next fetch woke the ISR check again right after the refusal")
 	}
-	if asked, _ := r.checkISR(ctx, coord, at.Add(isrRetryBackoff/2), time.Minute); asked || coord.asks != 1 {
+	if asked, _ := r.checkISR(ctx, coord, at.Add(isrRetryBackoff/2), maxLag); asked || coord.asks != 1 {
 		t.Errorf("asked %d times within the backoff, want once", coord.asks)
 	}
 	at = at.Add(isrRetryBackoff)
-	if asked, _ := r.checkISR(ctx, coord, at, time.Minute); !asked || coord.asks != 2 {
+	if asked, _ := r.checkISR(ctx, coord, at, maxLag); !asked || coord.asks != 2 {
 		t.Errorf("after the backoff: asked %v (%d in all), want asked again", asked, coord.asks)
 	}
 	r.setBucketEpoch(4) // the metadata moved: ask at once
-	if asked, _ := r.checkISR(ctx, coord, at, time.Minute); !asked || coord.asks != 3 {
+	if asked, _ := r.checkISR(ctx, coord, at, maxLag); !asked || coord.asks != 3 {
 		t.Errorf("at a new bucket epoch: asked %v (%d in all), want asked at once", asked, coord.asks)
 	}
 }
