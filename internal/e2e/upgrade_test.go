@@ -28,7 +28,10 @@ import (
 // idempotent acks=-1 writers. Each node in turn: wait until every bucket
 // of both tables has its three replicas in sync, SIGTERM (a controlled
 // shutdown), start the new binary on the same data directory, wait until
-// it is ready. Then:
+// it is ready. Before the last one, that last old node is restarted with
+// the old build, so that a new node leads the metadata group (and its
+// coordinator decides the level) while an old node is down and then back.
+// Then:
 //
 //   - no write failed, although a write fails once it cannot be
 //     acknowledged within one retry cycle (the client's retry timeout, 30 s,
@@ -69,6 +72,30 @@ func TestRollingUpgrade(t *testing.T) {
 		t.Logf("node %d: stopped with SIGTERM, started with the new build", id)
 		if i == len(rc.ids())-1 {
 			break
+		}
+		if i == len(rc.ids())-2 {
+			// The last old node is restarted, still old: if it led the
+			// metadata group, a new node leads now, so a new coordinator is
+			// in office with an old member, and was while that member was
+			// down (unregistered): the level must hold through both.
+			last := rc.ids()[i+1]
+			rc.waitInSync(ctx, "upgrade_log")
+			rc.waitInSync(ctx, "upgrade_pk")
+			if err := rc.nodes[last].kill(syscall.SIGTERM); err != nil {
+				t.Fatalf("node %d: SIGTERM: %v", last, err)
+			}
+			rc.nodes[last].node = nil
+			rc.bin = oldBin
+			rc.restart(int32(last))
+			rc.bin = newBin
+			d, err := rc.describe(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !isNew[int(d.RaftLeader)] {
+				t.Fatalf("after node %d's restart the metadata leader is node %d, an old one", last, d.RaftLeader)
+			}
+			t.Logf("node %d: restarted with the old build; node %d (new) leads the metadata group", last, d.RaftLeader)
 		}
 		// One node or more still old: once the new ones are in sync (the
 		// coordinator has seen their registrations), the level has not moved.
