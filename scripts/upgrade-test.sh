@@ -22,6 +22,10 @@ die() { log "FAIL: $*"; exit 1; }
 
 OLD=$(sed -n 's/^Previous release: `\([0-9a-f]\{40\}\)`.*/\1/p' docs/upgrading.md)
 [ -n "$OLD" ] || die "docs/upgrading.md names no previous release (a line 'Previous release: \`<commit>\`')"
+if ! git cat-file -e "$OLD^{commit}" 2>/dev/null && [ "$(git rev-parse --is-shallow-repository)" = true ]; then
+  log "commit $OLD is not in this shallow clone: fetching the history from origin"
+  git fetch -q --unshallow origin >&2 || git fetch -q origin "$OLD" >&2 || true
+fi
 git cat-file -e "$OLD^{commit}" 2>/dev/null ||
   die "commit $OLD (docs/upgrading.md's previous release) is not in this clone: fetch the full history (git fetch --unshallow)"
 
