@@ -75,7 +75,10 @@ public class FlussLogCheck {
         try (LogScanner s = (projection == null ? table.newScan() : table.newScan().project(projection)).createLogScanner()) {
             s.subscribeFromBeginning(0);
             s.subscribeFromBeginning(1);
-            for (int polls = 0; out[0] < ROWS && polls < 120; polls++) {
+            // poll may return early and empty (a fetch answered with an
+            // error, metadata being refreshed): keep polling, up to a minute.
+            long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+            while (out[0] < ROWS && System.nanoTime() < deadline) {
                 ScanRecords recs = s.poll(Duration.ofSeconds(1));
                 for (ScanRecord r : recs) {
                     InternalRow row = r.getRow();
