@@ -58,6 +58,9 @@ type Config struct {
 	Catalog Catalog
 	// Log serves the log keys (log.go); nil answers them UNSUPPORTED_VERSION.
 	Log LogNode
+	// Small serves GET_TABLE_STATS and GET_LATEST_KV_SNAPSHOTS (small.go);
+	// nil answers them UNSUPPORTED_VERSION.
+	Small SmallNode
 }
 
 // DefaultMaxInFlight is Config.MaxInFlight's default.
@@ -359,6 +362,7 @@ var handlers = join(
 	map[protocol.APIKey]handler{protocol.ApiVersions: typed(always, (*Server).apiVersions)},
 	catalogHandlers,
 	logHandlers,
+	smallHandlers,
 )
 
 func always(*Server) bool { return true }
