@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -207,4 +209,89 @@ func TestPrimaryKeyChangelogTTL(t *testing.T) {
 		}
 	}
 	checkValues(ctx, t, c, tb, k, 30, "v2")
+}
+
+// A follower whose disk was wiped restores the latest KV snapshot, so its
+// changelog starts at the snapshot's offset, above the remote log's end
+// (the old leader had not tiered the segments between). Elected leader, it
+// must not restart the remote log above the gap (dropping and deleting the
+// segments below it: a consumer from the earliest offset would lose them):
+// its tiering round fills the gap from a follower's copy and continues the
+// manifest, and the whole changelog reads from offset 0, once and in order.
+func TestRestoredLeaderKeepsTheRemoteChangelog(t *testing.T) {
+	ctx := ctxFor(t, 120*time.Second)
+	remoteDir := t.TempDir()
+	c, tbl := newTieredKV(ctx, t, remoteDir)
+	tb := bucket0(tbl)
+	k := newKVCodec(t, tbl)
+
+	var want []string
+	var hw int64
+	upsert := func(round int) {
+		k.upsertRange(ctx, t, c, tbl, 0, 30, round)
+		l := replicaOn(bucketLeader(ctx, t, c, tb), tb)
+		end := l.Log().HighWatermark()
+		want = append(want, k.changelog(t, l, hw, end)...)
+		hw = end
+	}
+	upsert(1)
+	waitUntil(ctx, t, "snapshot 1", func() bool { latest, _ := snapshotRound(ctx, t, c, tb).Latest(); return latest.ID == 1 })
+	_, before := tierRound(ctx, t, c, tb, func(m catalog.RemoteLogManifest) bool { return m.EndOffset() > 0 })
+	upsert(2)
+	var snap catalog.KvSnapshot
+	waitUntil(ctx, t, "snapshot 2", func() bool { snap, _ = snapshotRound(ctx, t, c, tb).Latest(); return snap.ID == 2 })
+	if snap.LogOffset <= before.EndOffset() {
+		t.Fatalf("snapshot 2 is at %d, not above the remote log's end %d", snap.LogOffset, before.EndOffset())
+	}
+
+	// The follower elected next (the first in replica order after the
+	// leader) loses its disk and restores snapshot 2.
+	l := bucketLeader(ctx, t, c, tb)
+	var f *Node
+	for _, id := range tbl.Assignment.Buckets[0] {
+		if id != l.ID {
+			f = c.Node(int(id))
+			break
+		}
+	}
+	c.Kill(int(f.ID))
+	if err := os.RemoveAll(filepath.Join(f.Config().DataDir, "tablets")); err != nil {
+		t.Fatal(err)
+	}
+	c.Restart(int(f.ID))
+	waitUntil(ctx, t, "the wiped follower restored, caught up and in the ISR", func() bool {
+		r := replicaOn(f, tb)
+		return r != nil && r.LocalKV() != nil && r.Log().LogEndOffset() == replicaOn(l, tb).Log().LogEndOffset() &&
+			slices.Contains(replicaOn(l, tb).ISR(), f.ID)
+	})
+	if start := replicaOn(f, tb).Log().LogStartOffset(); start <= before.EndOffset() {
+		t.Fatalf("the restored follower's log starts at %d, not above the remote log's end %d: no gap to test", start, before.EndOffset())
+	}
+
+	c.Kill(int(l.ID))
+	if nl := bucketLeader(ctx, t, c, tb); nl != f {
+		t.Fatalf("node %d leads, want the restored node %d", nl.ID, f.ID)
+	}
+	upsert(3)
+	_, after := tierRound(ctx, t, c, tb, func(m catalog.RemoteLogManifest) bool { return m.EndOffset() > snap.LogOffset })
+	if after.StartOffset() != 0 {
+		t.Fatalf("the remote changelog starts at %d after the restored leader's round, want 0", after.StartOffset())
+	}
+	for i, s := range before.Segments {
+		if after.Segments[i] != s {
+			t.Fatalf("segment %d of the old manifest is %+v, the new has %+v", i, s, after.Segments[i])
+		}
+	}
+	for i := 1; i < len(after.Segments); i++ {
+		if after.Segments[i].BaseOffset != after.Segments[i-1].EndOffset {
+			t.Fatalf("the manifest has a gap: segment %d ends at %d, the next starts at %d", i-1, after.Segments[i-1].EndOffset, after.Segments[i].BaseOffset)
+		}
+	}
+	r := replicaOn(f, tb)
+	if got := r.LogStartOffset(); got != 0 {
+		t.Fatalf("the restored leader's log start is %d, want 0 (the remote start)", got)
+	}
+	if got := k.readChangelog(t, r); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("the changelog from the earliest offset:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }

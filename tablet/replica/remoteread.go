@@ -222,11 +222,18 @@ func download(ctx context.Context, store remote.Store, key, path string) error {
 
 // readRemoteOr is Read's path below the local log start: remote batches
 // when a remote segment holds offset, else the log's answer (out of range).
+// An offset between the remote log's end and the local log start (a leader
+// restored from a KV snapshot, whose tiering round has not copied that
+// range from a follower yet: tier.go) is remote.ErrUnavailable, retriable.
 func (r *Replica) readRemoteOr(offset int64, maxBytes int, hw int64) ([]byte, error) {
 	if r.remote != nil {
 		b, ok, err := r.remote.readRemote(r, offset, maxBytes)
 		if ok || err != nil {
 			return b, err
+		}
+		if start, ok := r.remote.remoteStart(r); ok && start <= offset {
+			return nil, fmt.Errorf("bucket %s: offset %d: %w: it is above the remote log and below this replica's log start %d; the leader's tiering copies it from a follower, retry",
+				r.tb, offset, remote.ErrUnavailable, r.log.LogStartOffset())
 		}
 	}
 	info, err := r.log.Read(offset, maxBytes, hw)

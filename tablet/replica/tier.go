@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -138,6 +139,7 @@ func (m *Manager) tierBucket(ctx context.Context, r *Replica, t catalog.Table, n
 	}
 	segs = append([]catalog.RemoteLogSegment(nil), segs...)
 	hw := r.log.HighWatermark()
+	var gapErr error
 	for _, s := range r.log.Segments() {
 		end := man.EndOffset()
 		if len(segs) > 0 {
@@ -147,9 +149,31 @@ func (m *Manager) tierBucket(ctx context.Context, r *Replica, t catalog.Table, n
 			continue
 		}
 		if len(segs) > 0 && s.BaseOffset != end {
-			// Local retention removed segments never tiered (they expired):
-			// the remote log starts again here.
-			expired, segs = append(expired, segs...), nil
+			// The remote log ends at end and the local segments do not
+			// continue it. The segments below end stay as they are, named
+			// by the manifest (a consumer from the earliest offset reads
+			// them): the range between is copied first, from a follower's
+			// copy when it is below this replica's log (it restored a KV
+			// snapshot, so its log starts at the snapshot's offset), else
+			// from this log (its segments are cut elsewhere than the old
+			// leader's). Until that works nothing above end is tiered.
+			// An expired gap (local retention removed segments never
+			// tiered) resolves itself: the segments below it are older,
+			// so the TTL above drops them from the manifest first.
+			to := s.BaseOffset
+			if s.BaseOffset < end {
+				to = s.NextOffset
+			}
+			rs, err := m.uploadRange(ctx, r, prefix, epoch, end, to)
+			if err != nil {
+				gapErr = fmt.Errorf("the remote log ends at %d, the local segment at %d does not continue it and offsets %d to %d could not be copied: nothing above is tiered until they are: %w",
+					end, s.BaseOffset, end, to, err)
+				break
+			}
+			segs = append(segs, rs)
+			if to == s.NextOffset {
+				continue
+			}
 		}
 		rs, err := m.uploadSegment(ctx, prefix, s, epoch)
 		if err != nil {
@@ -177,18 +201,18 @@ func (m *Manager) tierBucket(ctx context.Context, r *Replica, t catalog.Table, n
 		if err != nil {
 			return err
 		}
-		return m.trimChangelog(r, t, snaps, r.isrLogEnds(), now)
+		return errors.Join(gapErr, m.trimChangelog(r, t, snaps, r.isrLogEnds(), now))
 	}
 	if len(segs) == 0 {
-		return nil
+		return gapErr
 	}
 	keep := localSegmentsKept(d)
 	local := r.log.Segments()
 	if len(local) <= keep {
-		return nil
+		return gapErr
 	}
 	_, err = r.log.DeleteSegmentsBefore(min(local[len(local)-keep].BaseOffset, segs[len(segs)-1].EndOffset))
-	return err
+	return errors.Join(gapErr, err)
 }
 
 // manifest is the bucket's remote log manifest as the leader at epoch
@@ -240,6 +264,107 @@ func (m *Manager) uploadSegment(ctx context.Context, prefix string, s log.Segmen
 		if err != nil {
 			return rs, fmt.Errorf("tier segment %d: %w", s.BaseOffset, err)
 		}
+	}
+	return rs, nil
+}
+
+// uploadRange copies the batches [from, to) of r's bucket to a new remote
+// segment of a .log object alone (reads walk the batch headers; no index
+// is needed): from this replica's log when it holds from, else from the
+// first in-sync follower that holds them all (ReadReplicaRange, as the
+// repair of a damaged range). They go through a temporary file in the
+// segment cache's directory (emptied at start, so a crash leaves nothing
+// there). Every batch is checked (frame, CRC) and must continue the one
+// before; the last must end at to.
+func (m *Manager) uploadRange(ctx context.Context, r *Replica, prefix string, epoch int32, from, to int64) (catalog.RemoteLogSegment, error) {
+	maxBytes := max(m.cfg.Fetch.MaxBytesForBucket, 1<<20)
+	if r.log.LogStartOffset() <= from {
+		return m.uploadBatches(ctx, prefix, epoch, from, to, func(off int64) ([]byte, error) {
+			info, err := r.log.Read(off, maxBytes, to)
+			return info.Batches, err
+		})
+	}
+	peer := m.cfg.Fetch.Peer
+	if peer == nil {
+		return catalog.RemoteLogSegment{}, fmt.Errorf("offsets %d to %d are below this replica's log start %d and there is no follower to copy them from", from, to, r.log.LogStartOffset())
+	}
+	r.mu.Lock()
+	isr := slices.Clone(r.mu.isr)
+	r.mu.Unlock()
+	var errs []error
+	for _, node := range isr {
+		if node == r.nodeID {
+			continue
+		}
+		rs, err := m.uploadBatches(ctx, prefix, epoch, from, to, func(off int64) ([]byte, error) {
+			cctx, cancel := context.WithTimeout(ctx, repairTimeout)
+			defer cancel()
+			return peer.ReadReplicaRange(cctx, node, RangeRequest{
+				TB: r.tb, Leader: r.nodeID, LeaderEpoch: epoch, Offset: off, EndOffset: to, MaxBytes: maxBytes,
+			})
+		})
+		if err == nil {
+			r.lg.Info("tiered a range below the local log start from a follower's copy", "offset", from, "next_offset", to, "from_node", node)
+			return rs, nil
+		}
+		errs = append(errs, fmt.Errorf("from node %d: %w", node, err))
+	}
+	if len(errs) == 0 {
+		return catalog.RemoteLogSegment{}, fmt.Errorf("offsets %d to %d are below this replica's log start %d and no other replica is in the ISR", from, to, r.log.LogStartOffset())
+	}
+	return catalog.RemoteLogSegment{}, errors.Join(errs...)
+}
+
+// uploadBatches writes the batches [from, to) that read returns (each call
+// whole batches from its offset, at least one) to a temporary file, then
+// puts it as the .log of a new segment.
+func (m *Manager) uploadBatches(ctx context.Context, prefix string, epoch int32, from, to int64, read func(offset int64) ([]byte, error)) (catalog.RemoteLogSegment, error) {
+	var id [6]byte
+	_, _ = rand.Read(id[:])
+	rs := catalog.RemoteLogSegment{
+		ID:         fmt.Sprintf("%020d-%d-%s", from, epoch, hex.EncodeToString(id[:])),
+		BaseOffset: from, EndOffset: to, MaxTimestamp: -1,
+	}
+	f, err := os.CreateTemp(m.cfg.Tier.CacheDir, ".range-*")
+	if err != nil {
+		return rs, err
+	}
+	defer func() {
+		f.Close()
+		os.Remove(f.Name())
+	}()
+	for off := from; off < to; {
+		if err := ctx.Err(); err != nil {
+			return rs, err
+		}
+		data, err := read(off)
+		if err != nil {
+			return rs, fmt.Errorf("read at %d: %w", off, err)
+		}
+		if len(data) == 0 {
+			return rs, fmt.Errorf("read at %d: no batches", off)
+		}
+		for rest := data; len(rest) > 0; {
+			b, next, err := record.NextBatch(rest)
+			if err == nil {
+				err = b.Validate()
+			}
+			if err != nil {
+				return rs, fmt.Errorf("read at %d: %w", off, err)
+			}
+			if b.BaseOffset() != off || b.NextOffset() > to {
+				return rs, fmt.Errorf("read at %d: %w: a batch of offsets %d to %d", off, log.ErrOffsetMismatch, b.BaseOffset(), b.NextOffset())
+			}
+			rs.MaxTimestamp = max(rs.MaxTimestamp, b.CommitTimestamp())
+			off, rest = b.NextOffset(), next
+		}
+		if _, err := f.Write(data); err != nil {
+			return rs, err
+		}
+		rs.SizeBytes += int64(len(data))
+	}
+	if err := m.cfg.Tier.Store.Put(ctx, segmentKey(prefix, rs, ".log"), io.NewSectionReader(f, 0, rs.SizeBytes)); err != nil {
+		return rs, fmt.Errorf("tier offsets %d to %d: %w", from, to, err)
 	}
 	return rs, nil
 }
