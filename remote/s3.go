@@ -217,6 +217,40 @@ func (s *S3Store) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
+// RemoveTemporary aborts the multipart uploads in progress under prefix, a
+// key prefix ending in "/" (a put a crash cut short leaves its parts
+// stored and billed, never listed as an object), and returns how many it
+// aborted. It is remote.TemporarySweeper, as the file store's: only a
+// caller that knows no put under prefix is in progress, or that may fail
+// any that is, should call it.
+func (s *S3Store) RemoveTemporary(ctx context.Context, prefix string) (int, error) {
+	if err := checkCall(&s.closed, "abort the multipart uploads under", strings.TrimSuffix(prefix, "/")); err != nil {
+		return 0, err
+	}
+	n := 0
+	in := &s3.ListMultipartUploadsInput{Bucket: &s.bucket, Prefix: aws.String(s.prefix + prefix)}
+	for {
+		page, err := s.client.ListMultipartUploads(ctx, in)
+		if err != nil {
+			return n, s3Err("list the multipart uploads under", prefix, err)
+		}
+		for _, u := range page.Uploads {
+			_, err := s.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &s.bucket, Key: u.Key, UploadId: u.UploadId})
+			if err != nil {
+				if err = s3Err("abort the multipart upload of", strings.TrimPrefix(aws.ToString(u.Key), s.prefix), err); !errors.Is(err, ErrNotFound) {
+					return n, err
+				}
+				continue // finished or aborted meanwhile
+			}
+			n++
+		}
+		if !aws.ToBool(page.IsTruncated) {
+			return n, nil
+		}
+		in.KeyMarker, in.UploadIdMarker = page.NextKeyMarker, page.NextUploadIdMarker
+	}
+}
+
 // Close implements Store.
 func (s *S3Store) Close() error {
 	s.closed.Store(true)

@@ -425,3 +425,46 @@ func (a *aheadReader) Read(p []byte) (int, error) {
 	a.ahead = max(a.ahead, a.read-a.sent())
 	return n, err
 }
+
+// RemoveTemporary aborts the multipart uploads in progress under a prefix
+// (what a crash mid-put leaves on S3), only those, and leaves objects.
+func TestS3StoreRemoveTemporary(t *testing.T) {
+	srv := envServer(t)
+	opts := srv.options(5 << 20)
+	client, err := remote.NewS3Client(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket := newBucket(t, client)
+	s, err := remote.Open(t.Context(), "s3://"+bucket+"/p", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	for _, key := range []string{"p/a/x", "p/a/y/z", "p/b/w"} {
+		up, err := client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &bucket, Key: aws.String(key)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := client.UploadPart(ctx, &s3.UploadPartInput{Bucket: &bucket, Key: aws.String(key), UploadId: up.UploadId,
+			PartNumber: aws.Int32(1), Body: strings.NewReader("part")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Put(ctx, "a/obj", strings.NewReader("kept")); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.(remote.TemporarySweeper).RemoveTemporary(ctx, "a/")
+	if err != nil || n != 2 {
+		t.Fatalf("RemoveTemporary(a/) = %d, %v; want 2", n, err)
+	}
+	if got := pendingUploads(t, client, bucket, "p/a/"); got != 0 {
+		t.Fatalf("%d uploads in progress under a/ after RemoveTemporary", got)
+	}
+	if got := pendingUploads(t, client, bucket, "p/b/"); got != 1 {
+		t.Fatalf("%d uploads in progress under b/, want 1 (not under the prefix)", got)
+	}
+	if fi, err := s.Stat(ctx, "a/obj"); err != nil || fi.Size != 4 {
+		t.Fatalf("the object under a/: %+v, %v", fi, err)
+	}
+}

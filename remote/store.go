@@ -99,11 +99,12 @@ func (r Range) String() string {
 // whole reports whether r selects the whole object.
 func (r Range) whole() bool { return r.Offset == 0 && r.Length == 0 }
 
-// TemporarySweeper is a store that can leave temporary files of puts a
-// crash interrupted (the file store; S3 has no such leftovers: an
-// unfinished PutObject is nothing, and multipart uploads are aborted or
-// expire by the bucket's lifecycle rule). RemoveTemporary deletes those
-// under a key prefix ending in "/".
+// TemporarySweeper is a store that can leave the remains of puts a crash
+// interrupted: the file store's temporary files, S3's multipart uploads in
+// progress (an unfinished PutObject is nothing; an upload's parts stay
+// until aborted or the bucket's lifecycle rule expires them).
+// RemoveTemporary deletes those under a key prefix ending in "/". Both
+// backends implement it.
 type TemporarySweeper interface {
 	RemoveTemporary(ctx context.Context, prefix string) (int, error)
 }

@@ -11,7 +11,11 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"strom/remote"
+	"strom/remote/storetest"
 	stromv1 "strom/rpc/gen/strom/v1"
 )
 
@@ -38,9 +42,110 @@ func filesUnder(t *testing.T, dir string) []string {
 // crash's temporary file), and nothing of a table that stays; the record
 // of a pending deletion survives a failed pass (a cancelled context: a
 // crash mid-delete) and an object put late (a round in flight at the drop),
-// and is removed only by an empty pass after the grace.
+// and is removed only by an empty pass after the grace. On both backends:
+// a directory, and S3 on a real versitygw (there a put a crash cut short
+// is a multipart upload in progress, aborted by the cleanup).
 func TestDroppedTablesRemoteObjectsAreDeleted(t *testing.T) {
-	cfg, remoteDir := tieringConfig(t)
+	t.Run("file", func(t *testing.T) { testDroppedTablesRemoteObjectsAreDeleted(t, fileBackend(t)) })
+	t.Run("s3", func(t *testing.T) { testDroppedTablesRemoteObjectsAreDeleted(t, s3Backend(t)) })
+}
+
+// remoteBackend is a test's view of remote.data.dir behind the store's back.
+type remoteBackend struct {
+	configure func(cfg *Config)
+	// count is how many objects, and remains of puts a crash cut short,
+	// are under prefix.
+	count func(prefix string) int
+	// put stores an object; crashPut leaves what a crash in the middle
+	// of a put of key leaves.
+	put, crashPut func(key string)
+}
+
+func fileBackend(t *testing.T) remoteBackend {
+	dir := t.TempDir()
+	return remoteBackend{
+		configure: func(cfg *Config) { cfg.RemoteDataDir = "file://" + dir },
+		count: func(prefix string) (n int) {
+			for _, f := range filesUnder(t, dir) {
+				if strings.HasPrefix(f, prefix) {
+					n++
+				}
+			}
+			return n
+		},
+		put: func(key string) {
+			p := filepath.Join(dir, filepath.FromSlash(key))
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte("late"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		},
+		crashPut: func(key string) {
+			p := filepath.Join(dir, filepath.FromSlash(key))
+			if err := os.WriteFile(filepath.Join(filepath.Dir(p), ".strom-tmp-"+filepath.Base(p)+"-1"), []byte("partial"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		},
+	}
+}
+
+func s3Backend(t *testing.T) remoteBackend {
+	g := storetest.StartVersitygw(t)
+	opts := remote.Options{S3: remote.S3Options{Endpoint: g.Endpoint(), AccessKey: g.Access, SecretKey: g.Secret}}
+	client, err := remote.NewS3Client(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket := "strom-drops"
+	if _, err := client.CreateBucket(t.Context(), &s3.CreateBucketInput{Bucket: &bucket}); err != nil {
+		t.Fatal(err)
+	}
+	const root = "cluster/"
+	return remoteBackend{
+		configure: func(cfg *Config) {
+			cfg.RemoteDataDir = "s3://" + bucket + "/cluster"
+			cfg.S3Endpoint, cfg.S3AccessKey, cfg.S3SecretKey = g.Endpoint(), g.Access, g.Secret
+		},
+		count: func(prefix string) (n int) {
+			ctx := context.Background()
+			objects := s3.NewListObjectsV2Paginator(client, &s3.ListObjectsV2Input{Bucket: &bucket, Prefix: aws.String(root + prefix)})
+			for objects.HasMorePages() {
+				page, err := objects.NextPage(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n += len(page.Contents)
+			}
+			uploads, err := client.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: &bucket, Prefix: aws.String(root + prefix)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n + len(uploads.Uploads)
+		},
+		put: func(key string) {
+			if _, err := client.PutObject(context.Background(), &s3.PutObjectInput{Bucket: &bucket, Key: aws.String(root + key), Body: strings.NewReader("late")}); err != nil {
+				t.Fatal(err)
+			}
+		},
+		crashPut: func(key string) {
+			ctx := context.Background()
+			up, err := client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &bucket, Key: aws.String(root + key)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := client.UploadPart(ctx, &s3.UploadPartInput{Bucket: &bucket, Key: aws.String(root + key), UploadId: up.UploadId,
+				PartNumber: aws.Int32(1), Body: strings.NewReader("partial")}); err != nil {
+				t.Fatal(err)
+			}
+		},
+	}
+}
+
+func testDroppedTablesRemoteObjectsAreDeleted(t *testing.T, b remoteBackend) {
+	cfg, _ := tieringConfig(t)
+	b.configure(&cfg)
 	cfg.KvSnapshotInterval = time.Hour // the test runs the rounds
 	s := startServer(t, cfg)
 	ctx := context.Background()
@@ -62,14 +167,7 @@ func TestDroppedTablesRemoteObjectsAreDeleted(t *testing.T) {
 		s.replicas.SnapshotOnce(ctx, time.Now())
 		s.replicas.TierOnce(ctx, time.Now())
 	}
-	count := func(prefix string) (n int) {
-		for _, f := range filesUnder(t, remoteDir) {
-			if strings.HasPrefix(f, prefix) {
-				n++
-			}
-		}
-		return n
-	}
+	count := b.count
 	gone := []string{"log/demo/gone-" + strconv.FormatInt(logT.TableId, 10) + "/", "log/demo/gonekv-" + strconv.FormatInt(kvT.TableId, 10) + "/", "kv/demo/gonekv-" + strconv.FormatInt(kvT.TableId, 10) + "/"}
 	kept := "log/demo/kept-" + strconv.FormatInt(keepT.TableId, 10) + "/"
 	for _, p := range append(gone, kept) {
@@ -79,9 +177,10 @@ func TestDroppedTablesRemoteObjectsAreDeleted(t *testing.T) {
 	}
 	keptBefore := count(kept)
 	// A put a crash cut short.
-	tmp := filepath.Join(remoteDir, gone[0], "0", ".strom-tmp-x-1")
-	if err := os.WriteFile(tmp, []byte("partial"), 0o644); err != nil {
-		t.Fatal(err)
+	before := count(gone[0])
+	b.crashPut(gone[0] + "0/x")
+	if n := count(gone[0]); n != before+1 {
+		t.Fatalf("%d under %s after a crashed put, %d before", n, gone[0], before)
 	}
 
 	for _, name := range []string{"gone", "gonekv"} {
@@ -129,13 +228,7 @@ func TestDroppedTablesRemoteObjectsAreDeleted(t *testing.T) {
 	}
 
 	// An object put late (a round in flight at the drop) goes in a later pass.
-	late := filepath.Join(remoteDir, gone[2], "0", "shared", "late.sst")
-	if err := os.MkdirAll(filepath.Dir(late), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(late, []byte("late"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	b.put(gone[2] + "0/shared/late.sst")
 	after := time.Now().Add(droppedRemoteGrace)
 	if err := s.CleanDroppedRemote(ctx, after); err != nil {
 		t.Fatal(err)
@@ -155,7 +248,7 @@ func TestDroppedTablesRemoteObjectsAreDeleted(t *testing.T) {
 	if n := pending(); n != 0 {
 		t.Fatalf("%d pending remote deletions after an empty pass past the grace, want 0", n)
 	}
-	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
-		t.Fatalf("the temporary file: %v", err)
+	if n := count(gone[0]); n != 0 {
+		t.Fatalf("%d objects or crashed puts under %s at the end", n, gone[0])
 	}
 }
