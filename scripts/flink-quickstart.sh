@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# Fluss's Flink SQL quickstart ("Real-Time Analytics with Flink", Fluss 0.9.1) against a Strom
+# node's Fluss listener, with real Flink and the real Fluss connector, every result checked.
+#
+#   scripts/flink-quickstart.sh            against a Strom node (`go build`, fluss.listen on a free port)
+#   TARGET=fluss scripts/flink-quickstart.sh   the same against real Fluss 0.9.1 (ZooKeeper from
+#                                          scripts/zookeeper.sh, a CoordinatorServer, TabletServer 0;
+#                                          the jars of scripts/fluss.sh's install): the reference
+#
+# Flink 1.20.3 runs as one in-process MiniCluster (1 TaskManager, SLOTS slots) in a JVM that
+# also runs scripts/flinkqs/Quickstart.java: the statements of scripts/flinkqs/quickstart.sql in
+# order, as Flink's SQL client would, the sources from scripts/flinkqs/sources.sql (datagen:
+# NATIONS, CUSTOMERS, ORDERS rows). Checked: the catalog, the four tables, the statement set and
+# the enrichment job (lookup joins FOR SYSTEM_TIME AS OF) until all rows are in (COUNT(*) in batch
+# mode), LIMIT 2 giving 2 enriched rows with customer and nation filled, COUNT(*) = ORDERS, the
+# point lookup, the UPDATE visible, the DELETE gone. One line per step, "ok" or "error"; exit 0
+# when all held, 1 when one did not, 2 when the setup failed (install, a server not starting).
+# Not here yet: the lakehouse part (needs the lake keys).
+#
+# Install (idempotent, into $STROM_CACHE/flink, default ~/.cache/strom/flink): mvn resolves
+# Flink 1.20.3's table API, planner loader, runtime and clients (what flink-dist's lib/ gives SQL),
+# org.apache.fluss:fluss-flink-1.20:0.9.1-incubating and log4j2 (~190 MB, once); javac compiles
+# Quickstart.java when it changes. TARGET=fluss needs the Fluss server jars of scripts/fluss.sh
+# (run it once; exit 2 without them) and Debian's zookeeper (scripts/zookeeper.sh installs it).
+# Needs Java 17 (javac), mvn, go.
+#
+# Env: TARGET (strom | fluss), NATIONS (25), CUSTOMERS (1000), ORDERS (10000), RATE (datagen rows
+#      per second, 10000), SLOTS (10), FLINK_HEAP (1g), AWAIT_S (300: how long the data may take),
+#      PORT_MIN/PORT_MAX (the range free ports are picked from, 10000-31999), LOGS_OUT (copy the
+#      logs there), STROM_CACHE.
+set -Eeuo pipefail
+
+TARGET=${TARGET:-strom}
+case $TARGET in strom|fluss) ;; *) echo "flink-quickstart.sh: TARGET must be strom or fluss" >&2; exit 2 ;; esac
+FLUSS_VERSION=0.9.1-incubating; FLINK_VERSION=1.20.3; CONNECTOR=fluss-flink-1.20; LOG4J_VERSION=2.25.4
+export NATIONS=${NATIONS:-25} CUSTOMERS=${CUSTOMERS:-1000} ORDERS=${ORDERS:-10000} RATE=${RATE:-10000}
+export SLOTS=${SLOTS:-10} AWAIT_S=${AWAIT_S:-300}
+FLINK_HEAP=${FLINK_HEAP:-1g}; PORT_MIN=${PORT_MIN:-10000}; PORT_MAX=${PORT_MAX:-31999}
+CACHE=${STROM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/strom}
+QDIR=$CACHE/flink/$FLINK_VERSION-$CONNECTOR-$FLUSS_VERSION; QLIBS=$QDIR/libs
+FLIBS=$CACHE/fluss/$FLUSS_VERSION/libs # scripts/fluss.sh's install
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd); QS=$ROOT/scripts/flinkqs
+
+log() { echo "flink-quickstart.sh: $*" >&2; }
+die() { log "$*"; exit 2; }
+listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+alive() { kill -0 "$1" 2>/dev/null; }
+PORTS=()
+free_port() {
+  local p; for _ in $(seq 200); do p=$((PORT_MIN + RANDOM % (PORT_MAX - PORT_MIN + 1)))
+    [[ " ${PORTS[*]} " == *" $p "* ]] || listening "$p" || { PORTS+=("$p"); echo "$p"; return 0; }; done
+  die "no free loopback port in $PORT_MIN-$PORT_MAX"; }
+
+# --- install (idempotent) ---------------------------------------------------------------------
+command -v javac >/dev/null || die "java and javac are needed (openjdk-17-jdk-headless)"
+dep() { echo "<dependency><groupId>$1</groupId><artifactId>$2</artifactId><version>$3</version></dependency>"; }
+POM="<project xmlns=\"http://maven.apache.org/POM/4.0.0\"><modelVersion>4.0.0</modelVersion>
+<groupId>local.strom</groupId><artifactId>flink-quickstart</artifactId><version>1</version><packaging>pom</packaging>
+<dependencies>
+$(dep org.apache.fluss $CONNECTOR $FLUSS_VERSION)
+$(dep org.apache.flink flink-table-api-java-bridge $FLINK_VERSION)
+$(dep org.apache.flink flink-table-planner-loader $FLINK_VERSION)
+$(dep org.apache.flink flink-table-runtime $FLINK_VERSION)
+$(dep org.apache.flink flink-clients $FLINK_VERSION)
+$(dep org.apache.flink flink-connector-base $FLINK_VERSION)
+$(dep org.apache.logging.log4j log4j-api $LOG4J_VERSION)
+$(dep org.apache.logging.log4j log4j-core $LOG4J_VERSION)
+$(dep org.apache.logging.log4j log4j-slf4j-impl $LOG4J_VERSION)
+</dependencies></project>"
+if [ ! -f "$QLIBS/.complete" ] || [ "$POM" != "$(cat "$QDIR/pom.xml" 2>/dev/null)" ]; then
+  command -v mvn >/dev/null || die "mvn is needed to resolve the Flink jars (Debian: maven)"
+  rm -rf "$QLIBS"; mkdir -p "$QDIR"; printf '%s\n' "$POM" > "$QDIR/pom.xml"
+  log "resolving Flink $FLINK_VERSION and $CONNECTOR $FLUSS_VERSION with mvn into $QLIBS"
+  timeout 900 mvn -B -q -f "$QDIR/pom.xml" -Dmaven.repo.local="$CACHE/flink/m2" \
+    org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies \
+    -DoutputDirectory="$QLIBS" -DincludeScope=runtime > "$QDIR/mvn.log" 2>&1 ||
+    { grep -m 3 ERROR "$QDIR/mvn.log" >&2 || true; die "mvn could not resolve the Flink jars; see $QDIR/mvn.log"; }
+  touch "$QLIBS/.complete"
+fi
+CLASSES=$QDIR/classes-$(sha256sum "$QS/Quickstart.java" | cut -c1-16)
+if [ ! -f "$CLASSES/Quickstart.class" ]; then
+  log "javac $QS/Quickstart.java"
+  rm -rf "$QDIR"/classes-*; mkdir -p "$CLASSES"
+  javac -nowarn -d "$CLASSES" -cp "$QLIBS/*" "$QS/Quickstart.java" >&2 || { rm -rf "$CLASSES"; die "javac Quickstart.java failed"; }
+fi
+
+# --- the servers ------------------------------------------------------------------------------
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/strom-flinkqs.XXXXXX"); mkdir -p "$WORK/logs" "$WORK/tmp"
+PIDS=(); ZK_DIR=
+cleanup() {
+  local i p
+  for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do # the last started first
+    p=${PIDS[$i]}; kill "$p" 2>/dev/null || continue
+    for _ in $(seq 60); do alive "$p" || break; sleep 0.5; done
+    kill -9 "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true
+  done
+  [ -z "$ZK_DIR" ] || STROM_ZK_DIR=$ZK_DIR "$ROOT/scripts/zookeeper.sh" stop 2>/dev/null || true
+  if [ -n "${LOGS_OUT:-}" ]; then mkdir -p "$LOGS_OUT" && cp -r "$WORK/logs/." "$LOGS_OUT/" 2>/dev/null || true; fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+tails() { local f; for f in "$WORK"/logs/*; do [ -s "$f" ] && { echo "--- $f (last 20 lines)" >&2; tail -n 20 "$f" | cut -c1-300 >&2; }; done; true; }
+setup_failed() { tails; die "$*"; }
+JVM=(-XX:+UseG1GC -Djava.awt.headless=true -Djava.io.tmpdir="$WORK/tmp" --add-opens=java.base/java.nio=ALL-UNNAMED) # Arrow
+cat > "$WORK/log4j2.properties" <<'L4J'
+rootLogger.level = INFO
+rootLogger.appenderRef.f.ref = F
+appender.f.name = F
+appender.f.type = File
+appender.f.fileName = ${sys:log.file}
+appender.f.layout.type = PatternLayout
+appender.f.layout.pattern = %d{HH:mm:ss,SSS} %-5p %c{1} [%t] - %m%n
+L4J
+L4JOPT=(-Dlog4j.configurationFile="file:$WORK/log4j2.properties" -Dlog4j2.shutdownHookEnabled=false)
+t0=$(date +%s)
+if [ "$TARGET" = strom ]; then
+  log "go build strom"
+  (cd "$ROOT" && go build -o "$WORK/strom" .) || setup_failed "go build failed"
+  API=$(free_port); RAFT=$(free_port); GOSSIP=$(free_port); FLUSS=$(free_port)
+  "$WORK/strom" server --data-dir "$WORK/data" --listen "127.0.0.1:$API" --raft-listen "127.0.0.1:$RAFT" \
+    --gossip-listen "127.0.0.1:$GOSSIP" --fluss-listen "127.0.0.1:$FLUSS" > "$WORK/logs/strom.log" 2>&1 &
+  PIDS+=($!)
+  # ready (/readyz) means the Fluss listener answers every key; the database fluss follows at once
+  for i in $(seq 600); do
+    STROM_API_LISTEN="127.0.0.1:$API" "$WORK/strom" healthcheck --timeout 1s 2>/dev/null && break
+    alive "${PIDS[0]}" && [ "$i" -lt 600 ] || setup_failed "the Strom node did not become ready in 60 s"
+    sleep 0.1
+  done
+  BOOT=127.0.0.1:$FLUSS; DESC="Strom $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?') (fluss.listen $BOOT)"
+else
+  jar() { local f; for f in "$FLIBS/$1"-[0-9]*.jar; do [ -f "$f" ] && { echo "$f"; return 0; }; done
+    die "no $1 jar in $FLIBS: run scripts/fluss.sh once to install the Fluss servers"; }
+  SERVER_CP="$(jar fluss-server):$(jar log4j-api):$(jar log4j-core):$(jar log4j-slf4j-impl):$(jar log4j-1.2-api)"
+  for d in "$CACHE/fluss/$FLUSS_VERSION"/patched-*/classes; do # fluss.sh's apache/fluss#2710 fix, when built
+    [ -f "$d/../.complete" ] && SERVER_CP="$d:$SERVER_CP"; done
+  ZK_DIR=$WORK/zookeeper
+  ZK_ADDR=$(STROM_ZK_DIR=$ZK_DIR "$ROOT/scripts/zookeeper.sh" start 2>> "$WORK/logs/zookeeper.out") || setup_failed "scripts/zookeeper.sh start failed"
+  CS=$(free_port); TS=$(free_port)
+  for s in coordinator tablet; do
+    mkdir -p "$WORK/conf/$s"
+    { echo "zookeeper.address: $ZK_ADDR"; echo "zookeeper.path.root: /fluss"
+      echo "bind.listeners: FLUSS://127.0.0.1:$([ $s = coordinator ] && echo "$CS" || echo "$TS")"
+      echo "default.bucket.number: 1"; echo "default.replication.factor: 1"
+      echo "data.dir: $WORK/data/$s"; echo "remote.data.dir: $WORK/remote"
+      [ $s = coordinator ] || echo "tablet-server.id: 0"; } > "$WORK/conf/$s/server.yaml"
+  done
+  start_fluss() { # NAME CLASS PORT PATTERN
+    java -Xmx512m "${JVM[@]}" "${L4JOPT[@]}" -Dlog.file="$WORK/logs/$1.log" -cp "$SERVER_CP" "$2" \
+      --configDir "$WORK/conf/$1" > "$WORK/logs/$1.out" 2>&1 &
+    PIDS+=($!)
+    for i in $(seq 450); do
+      listening "$3" && grep -q "$4" "$WORK/logs/$1.log" 2>/dev/null && return 0
+      alive "${PIDS[-1]}" && [ "$i" -lt 450 ] || setup_failed "Fluss $1 did not start in 90 s"
+      sleep 0.2
+    done
+  }
+  start_fluss coordinator org.apache.fluss.server.coordinator.CoordinatorServer "$CS" 'Registered leader CoordinatorAddress'
+  start_fluss tablet org.apache.fluss.server.tablet.TabletServer "$TS" 'Registered tablet server 0'
+  for i in $(seq 150); do grep -q 'New tablet server callback for tablet server 0' "$WORK/logs/coordinator.log" && break
+    [ "$i" -lt 150 ] || setup_failed "the CoordinatorServer never saw TabletServer 0"; sleep 0.2; done
+  BOOT=127.0.0.1:$CS; DESC="Fluss $FLUSS_VERSION (coordinator $BOOT)"
+fi
+log "$DESC up after $(( $(date +%s) - t0 )) s; running the quickstart (Flink $FLINK_VERSION, $CONNECTOR $FLUSS_VERSION)"
+
+# --- the quickstart ---------------------------------------------------------------------------
+# Flink's own JVM options for Java 17 (flink-dist's config.yaml, env.java.opts.all)
+FLINK_OPENS=(--add-exports=java.base/sun.net.util=ALL-UNNAMED --add-exports=java.rmi/sun.rmi.registry=ALL-UNNAMED
+  --add-exports=jdk.compiler/com.sun.tools.javac.api=ALL-UNNAMED --add-exports=jdk.compiler/com.sun.tools.javac.file=ALL-UNNAMED
+  --add-exports=jdk.compiler/com.sun.tools.javac.parser=ALL-UNNAMED --add-exports=jdk.compiler/com.sun.tools.javac.tree=ALL-UNNAMED
+  --add-exports=jdk.compiler/com.sun.tools.javac.util=ALL-UNNAMED --add-exports=java.security.jgss/sun.security.krb5=ALL-UNNAMED
+  --add-opens=java.base/java.lang=ALL-UNNAMED --add-opens=java.base/java.net=ALL-UNNAMED --add-opens=java.base/java.io=ALL-UNNAMED
+  --add-opens=java.base/sun.nio.ch=ALL-UNNAMED --add-opens=java.base/java.lang.reflect=ALL-UNNAMED
+  --add-opens=java.base/java.text=ALL-UNNAMED --add-opens=java.base/java.time=ALL-UNNAMED --add-opens=java.base/java.util=ALL-UNNAMED
+  --add-opens=java.base/java.util.concurrent=ALL-UNNAMED --add-opens=java.base/java.util.concurrent.atomic=ALL-UNNAMED
+  --add-opens=java.base/java.util.concurrent.locks=ALL-UNNAMED)
+t1=$(date +%s)
+set +e
+java -Xmx"$FLINK_HEAP" "${JVM[@]}" "${FLINK_OPENS[@]}" "${L4JOPT[@]}" -Dlog.file="$WORK/logs/flink.log" \
+  -cp "$CLASSES:$QLIBS/*" Quickstart "$BOOT" "$QS/sources.sql" "$QS/quickstart.sql" 2> "$WORK/logs/quickstart.err" |
+  tee "$WORK/logs/quickstart.out" | sed -u 's/^/  /' >&2
+rc=${PIPESTATUS[0]}
+set -e
+for p in "${PIDS[@]}"; do alive "$p" || { log "a server process ($p) died during the run"; rc=1; }; done
+last=$(tail -n 1 "$WORK/logs/quickstart.out" 2>/dev/null || true)
+if [ "$rc" = 0 ] && [ "$last" = PASS ]; then
+  log "PASS: the Flink quickstart on $DESC in $(( $(date +%s) - t1 )) s"
+  exit 0
+fi
+tails
+log "FAIL: the Flink quickstart on $DESC (exit $rc)"
+exit 1

@@ -1,0 +1,395 @@
+/*
+ * Quickstart: runs the statements of Fluss's Flink SQL quickstart in order, as Flink's SQL client
+ * would, on one in-process Flink MiniCluster, and checks each result (scripts/flink-quickstart.sh).
+ *
+ *   java Quickstart BOOTSTRAP SOURCES_SQL QUICKSTART_SQL
+ *
+ * Every statement prints one line on stdout, "ok    N  <statement>  (<what>, <seconds> s)" or
+ * "error N  <statement>: <why>"; the last line is "PASS" when every statement and check held,
+ * else "FAIL" (exit 1).
+ *
+ * The SQL client's semantics it keeps (the SQL gateway does the same): SET goes into the session's
+ * configuration; a change of execution.runtime-mode makes a new TableEnvironment into which the
+ * session's CREATE CATALOG, CREATE TEMPORARY and USE statements are replayed; with table.dml-sync
+ * an INSERT/UPDATE/DELETE waits for its job, without it a job keeps running after its statement.
+ * Jobs go to the MiniCluster through its REST endpoint (execution.target remote), so a streaming
+ * INSERT outlives its statement and can be cancelled.
+ *
+ * Directives, lines "-- @..." between statements:
+ *   -- @await TABLE=N ...  a second session in batch mode repeats SELECT COUNT(*) FROM TABLE until
+ *                          each table holds N rows (AWAIT_S, 300 s), as the quickstart tells its user
+ *   -- @cancel             cancel every job still running
+ *   -- @expect CHECK ...   checks of the previous statement's rows, all must hold:
+ *                          rows=N (N rows), count=N (one row whose last column is N),
+ *                          notnull=A,B (columns A and B are not NULL in any row), COL=V (column
+ *                          COL is V in every row)
+ * ${NAME} in the SQL is replaced by the environment variable NAME (BOOTSTRAP: the first argument).
+ * Env: SLOTS (10), STATEMENT_S (180), AWAIT_S (300).
+ */
+import org.apache.flink.api.common.JobStatus;
+import org.apache.flink.client.deployment.StandaloneClusterId;
+import org.apache.flink.client.program.rest.RestClusterClient;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.DeploymentOptions;
+import org.apache.flink.configuration.JobManagerOptions;
+import org.apache.flink.configuration.RestOptions;
+import org.apache.flink.configuration.TaskManagerOptions;
+import org.apache.flink.core.execution.JobClient;
+import org.apache.flink.runtime.client.JobStatusMessage;
+import org.apache.flink.runtime.minicluster.MiniCluster;
+import org.apache.flink.runtime.minicluster.MiniClusterConfiguration;
+import org.apache.flink.table.api.EnvironmentSettings;
+import org.apache.flink.table.api.TableEnvironment;
+import org.apache.flink.table.api.TableResult;
+import org.apache.flink.types.Row;
+import org.apache.flink.util.CloseableIterator;
+
+import java.net.URI;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+public final class Quickstart {
+    static final int STATEMENT_S = envInt("STATEMENT_S", 180);
+    static final int AWAIT_S = envInt("AWAIT_S", 300);
+    static final ExecutorService POOL = Executors.newCachedThreadPool(r -> {
+        Thread t = new Thread(r, "collect");
+        t.setDaemon(true);
+        return t;
+    });
+    static URI rest;
+    static int step;
+    static boolean allOk = true;
+
+    /** One SQL-client session: its SET options, the statements a new environment replays, its environment. */
+    static final class Session {
+        final Map<String, String> conf = new LinkedHashMap<>();
+        final List<String> replay = new ArrayList<>();
+        TableEnvironment env;
+
+        boolean batch() {
+            return "batch".equalsIgnoreCase(conf.getOrDefault("execution.runtime-mode", "streaming"));
+        }
+
+        TableEnvironment env() throws Exception {
+            if (env == null) {
+                Configuration c = new Configuration();
+                c.set(DeploymentOptions.TARGET, "remote");
+                c.set(RestOptions.ADDRESS, rest.getHost());
+                c.set(RestOptions.PORT, rest.getPort());
+                conf.forEach(c::setString);
+                EnvironmentSettings.Builder b = EnvironmentSettings.newInstance().withConfiguration(c);
+                env = TableEnvironment.create((batch() ? b.inBatchMode() : b.inStreamingMode()).build());
+                for (String s : replay) env.executeSql(s).await();
+            }
+            return env;
+        }
+
+        void set(String k, String v) {
+            String old = conf.put(k, v);
+            if (k.equals("execution.runtime-mode") && !v.equalsIgnoreCase(old == null ? "streaming" : old)) env = null;
+            else if (env != null) env.getConfig().getConfiguration().setString(k, v);
+        }
+    }
+
+    /** The result of one statement: its columns and rows (null when it has none). */
+    static final class Result {
+        List<String> cols;
+        List<List<String>> rows;
+    }
+
+    public static void main(String[] args) throws Exception {
+        Map<String, String> vars = new HashMap<>(System.getenv());
+        vars.put("BOOTSTRAP", args[0]);
+        MiniCluster cluster = startCluster(envInt("SLOTS", 10));
+        rest = cluster.getRestAddress().get();
+        Session main = new Session();
+        Result last = null;
+        for (int f = 1; f < args.length; f++) {
+            String script = new String(Files.readAllBytes(Paths.get(args[f])), StandardCharsets.UTF_8);
+            for (String part : split(subst(script, vars))) {
+                if (part.startsWith("-- @expect")) {
+                    check(last, part.substring("-- @expect".length()).trim());
+                } else if (part.startsWith("-- @await")) {
+                    await(main, part.substring("-- @await".length()).trim());
+                    last = null;
+                } else if (part.startsWith("-- @cancel")) {
+                    long t0 = System.nanoTime();
+                    try {
+                        int n = cancelAll();
+                        report(true, "(cancel the running jobs)", n + " cancelled", t0, null);
+                    } catch (Exception e) {
+                        report(false, "(cancel the running jobs)", null, t0, describe(e));
+                    }
+                    last = null;
+                } else {
+                    last = statement(main, part);
+                }
+            }
+        }
+        try {
+            cancelAll();
+            cluster.closeAsync().get(30, TimeUnit.SECONDS);
+        } catch (Exception e) {
+            System.err.println("closing the MiniCluster: " + e);
+        }
+        System.out.println(allOk ? "PASS" : "FAIL");
+        System.out.flush();
+        System.exit(allOk ? 0 : 1);
+    }
+
+    static MiniCluster startCluster(int slots) throws Exception {
+        Configuration c = new Configuration();
+        c.set(RestOptions.BIND_ADDRESS, "127.0.0.1");
+        c.set(RestOptions.ADDRESS, "127.0.0.1");
+        c.set(RestOptions.BIND_PORT, "0");
+        c.set(JobManagerOptions.ADDRESS, "127.0.0.1");
+        c.set(TaskManagerOptions.HOST, "127.0.0.1");
+        c.set(TaskManagerOptions.NUM_TASK_SLOTS, slots);
+        MiniCluster m = new MiniCluster(new MiniClusterConfiguration.Builder()
+                .setConfiguration(c).setNumTaskManagers(1).setNumSlotsPerTaskManager(slots).build());
+        m.start();
+        return m;
+    }
+
+    /** Runs one statement as the SQL client would; its rows when it has any. */
+    static Result statement(Session s, String stmt) {
+        long t0 = System.nanoTime();
+        String upper = stmt.toUpperCase(Locale.ROOT);
+        Result res = new Result();
+        boolean query = false;
+        try {
+            Matcher set = Pattern.compile("(?is)^SET\\s+'([^']+)'\\s*=\\s*'([^']*)'$").matcher(stmt);
+            if (set.matches()) {
+                s.set(set.group(1), set.group(2));
+                report(true, stmt, "set", t0, null);
+                return res;
+            }
+            TableResult r = s.env().executeSql(stmt);
+            if (upper.startsWith("CREATE CATALOG") || upper.startsWith("CREATE TEMPORARY") || upper.startsWith("USE ")) {
+                s.replay.add(stmt);
+            }
+            Optional<JobClient> job = r.getJobClient();
+            String what;
+            query = upper.startsWith("SELECT") || upper.startsWith("SHOW");
+            if (query || !job.isPresent()) {
+                res.cols = r.getResolvedSchema().getColumnNames();
+                res.rows = collect(r, job);
+                what = res.rows.size() + (res.rows.size() == 1 ? " row" : " rows");
+            } else if ("true".equalsIgnoreCase(s.conf.get("table.dml-sync"))) {
+                r.await(STATEMENT_S, TimeUnit.SECONDS);
+                JobStatus st = job.get().getJobStatus().get(10, TimeUnit.SECONDS);
+                if (st != JobStatus.FINISHED) throw new IllegalStateException("job " + job.get().getJobID() + " ended " + st);
+                what = "job " + st;
+            } else {
+                what = "job " + job.get().getJobStatus().get(10, TimeUnit.SECONDS);
+            }
+            report(true, stmt, what, t0, null);
+            if (query) {
+                for (int i = 0; i < Math.min(res.rows.size(), 3); i++) System.out.println("        | " + String.join(" | ", res.rows.get(i)));
+            }
+        } catch (Throwable e) {
+            report(false, stmt, null, t0, describe(e));
+            res.rows = null;
+        }
+        return res;
+    }
+
+    /** -- @expect: each check of the previous statement's rows. */
+    static void check(Result r, String spec) {
+        long t0 = System.nanoTime();
+        String label = "(expect " + spec + ")";
+        if (r == null || r.rows == null) {
+            report(false, label, null, t0, "the statement before has no rows to check");
+            return;
+        }
+        List<String> bad = new ArrayList<>();
+        for (String c : spec.split("\\s+")) {
+            int eq = c.indexOf('=');
+            String k = c.substring(0, eq), v = c.substring(eq + 1);
+            switch (k) {
+                case "rows":
+                    if (r.rows.size() != Integer.parseInt(v)) bad.add(r.rows.size() + " rows, want " + v);
+                    break;
+                case "count":
+                    if (r.rows.size() != 1 || !r.rows.get(0).get(r.rows.get(0).size() - 1).equals(v)) bad.add("got " + r.rows + ", want count " + v);
+                    break;
+                case "notnull":
+                    for (String col : v.split(",")) {
+                        int i = column(r, col, bad);
+                        for (List<String> row : r.rows) if (i >= 0 && row.get(i).equals("NULL")) bad.add(col + " is NULL in " + row);
+                    }
+                    break;
+                default:
+                    int i = column(r, k, bad);
+                    for (List<String> row : r.rows) if (i >= 0 && !row.get(i).equals(v)) bad.add(k + " is " + row.get(i) + ", want " + v);
+            }
+        }
+        report(bad.isEmpty(), label, "held", t0, String.join("; ", bad));
+    }
+
+    static int column(Result r, String col, List<String> bad) {
+        int i = r.cols.indexOf(col);
+        if (i < 0) bad.add("no column " + col + " in " + r.cols);
+        return i;
+    }
+
+    /** -- @await T=N ...: a batch session counts each table until it holds N rows. */
+    static void await(Session main, String spec) {
+        long t0 = System.nanoTime();
+        Session obs = new Session();
+        obs.conf.put("execution.runtime-mode", "batch");
+        for (String r : main.replay) if (!r.toUpperCase(Locale.ROOT).startsWith("CREATE TEMPORARY")) obs.replay.add(r);
+        Map<String, Long> want = new LinkedHashMap<>(), have = new LinkedHashMap<>();
+        for (String kv : spec.split("\\s+")) {
+            String[] p = kv.split("=");
+            want.put(p[0], Long.parseLong(p[1]));
+            have.put(p[0], -1L);
+        }
+        String error = null;
+        boolean done = false;
+        while (!done && (System.nanoTime() - t0) / 1e9 < AWAIT_S) {
+            done = true;
+            for (Map.Entry<String, Long> e : want.entrySet()) {
+                if (have.get(e.getKey()) >= e.getValue()) continue;
+                try {
+                    TableResult r = obs.env().executeSql("SELECT COUNT(*) FROM " + e.getKey());
+                    List<List<String>> rows = collect(r, r.getJobClient());
+                    have.put(e.getKey(), Long.parseLong(rows.get(0).get(0)));
+                    error = null;
+                } catch (Throwable t) {
+                    error = describe(t);
+                }
+                if (have.get(e.getKey()) < e.getValue()) done = false;
+            }
+            if (!done) sleep(1000);
+        }
+        report(done, "(await " + spec + ")", "counts " + have, t0,
+                "counts " + have + " after " + AWAIT_S + " s" + (error == null ? "" : "; last error: " + error));
+    }
+
+    static List<List<String>> collect(TableResult r, Optional<JobClient> job) throws Exception {
+        Future<List<List<String>>> f = POOL.submit(() -> {
+            List<List<String>> out = new ArrayList<>();
+            try (CloseableIterator<Row> it = r.collect()) {
+                while (it.hasNext()) {
+                    Row row = it.next();
+                    List<String> vals = new ArrayList<>();
+                    for (int i = 0; i < row.getArity(); i++) vals.add(row.getField(i) == null ? "NULL" : row.getField(i).toString());
+                    out.add(vals);
+                }
+            }
+            return out;
+        });
+        try {
+            return f.get(STATEMENT_S, TimeUnit.SECONDS);
+        } catch (TimeoutException e) {
+            job.ifPresent(JobClient::cancel);
+            throw new TimeoutException("no complete result after " + STATEMENT_S + " s; the job was cancelled");
+        } catch (java.util.concurrent.ExecutionException e) {
+            throw e.getCause() instanceof Exception ? (Exception) e.getCause() : e;
+        }
+    }
+
+    /** Cancels every job not finished yet and waits until each has ended; how many. */
+    static int cancelAll() throws Exception {
+        Configuration c = new Configuration();
+        c.set(RestOptions.ADDRESS, rest.getHost());
+        c.set(RestOptions.PORT, rest.getPort());
+        int n = 0;
+        try (RestClusterClient<StandaloneClusterId> rc = new RestClusterClient<>(c, StandaloneClusterId.getInstance())) {
+            for (JobStatusMessage j : rc.listJobs().get(10, TimeUnit.SECONDS)) {
+                if (j.getJobState().isGloballyTerminalState()) continue;
+                rc.cancel(j.getJobId()).get(60, TimeUnit.SECONDS);
+                for (int i = 0; i < 240 && !rc.getJobStatus(j.getJobId()).get(10, TimeUnit.SECONDS).isGloballyTerminalState(); i++) sleep(250);
+                n++;
+            }
+        }
+        return n;
+    }
+
+    static void report(boolean ok, String stmt, String what, long t0, String error) {
+        step++;
+        double s = (System.nanoTime() - t0) / 1e9;
+        String one = stmt.replaceAll("\\s+", " ").trim();
+        if (one.length() > 100) one = one.substring(0, 100) + "...";
+        if (ok) System.out.printf(Locale.ROOT, "ok    %2d  %s  (%s, %.1f s)%n", step, one, what, s);
+        else System.out.printf(Locale.ROOT, "error %2d  %s: %s%n", step, one, error);
+        System.out.flush();
+        allOk &= ok;
+    }
+
+    /** Statements end with ';' at a line end (EXECUTE STATEMENT SET at END;); "-- @" lines are directives. */
+    static List<String> split(String script) {
+        List<String> out = new ArrayList<>();
+        StringBuilder cur = new StringBuilder();
+        for (String line : script.split("\n")) {
+            String t = line.trim();
+            if (cur.length() == 0 && t.startsWith("-- @")) {
+                out.add(t);
+                continue;
+            }
+            if (t.startsWith("--") || (t.isEmpty() && cur.length() == 0)) continue;
+            cur.append(line).append('\n');
+            String sofar = cur.toString().trim();
+            boolean block = sofar.toUpperCase(Locale.ROOT).startsWith("EXECUTE STATEMENT SET");
+            if (block ? t.equalsIgnoreCase("END;") : t.endsWith(";")) {
+                out.add(sofar.substring(0, sofar.length() - 1).trim());
+                cur.setLength(0);
+            }
+        }
+        if (cur.toString().trim().length() > 0) out.add(cur.toString().trim());
+        return out;
+    }
+
+    static String subst(String s, Map<String, String> vars) {
+        Matcher m = Pattern.compile("\\$\\{([A-Z_]+)}").matcher(s);
+        StringBuilder b = new StringBuilder();
+        while (m.find()) {
+            String v = vars.get(m.group(1));
+            if (v == null) throw new IllegalArgumentException("${" + m.group(1) + "} in the SQL: no such environment variable");
+            m.appendReplacement(b, Matcher.quoteReplacement(v));
+        }
+        return m.appendTail(b).toString();
+    }
+
+    static String describe(Throwable e) {
+        StringBuilder b = new StringBuilder();
+        java.util.Set<Throwable> seen = new java.util.HashSet<>();
+        for (Throwable c = e; c != null && seen.add(c) && seen.size() <= 8; c = c.getCause()) {
+            String msg = c.getMessage() == null ? "" : c.getMessage();
+            int nl = msg.indexOf('\n');
+            if (nl >= 0 && c.getCause() != null) msg = msg.substring(0, nl);
+            if (b.length() > 0) b.append(" | caused by ");
+            b.append(c.getClass().getName()).append(": ").append(msg.length() > 500 ? msg.substring(0, 500) + "..." : msg);
+        }
+        return b.toString();
+    }
+
+    static int envInt(String k, int d) {
+        String v = System.getenv(k);
+        return v == null || v.isEmpty() ? d : Integer.parseInt(v);
+    }
+
+    static void sleep(long ms) {
+        try {
+            Thread.sleep(ms);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+}
