@@ -123,7 +123,7 @@ if [ "$TARGET" = strom ]; then
   PIDS+=($!)
   # ready (/readyz) means the Fluss listener answers every key; the database fluss follows at once
   for i in $(seq 600); do
-    STROM_API_LISTEN="127.0.0.1:$API" "$WORK/strom" healthcheck --timeout 1s 2>/dev/null && break
+    STROM_API_LISTEN="127.0.0.1:$API" "$WORK/strom" healthcheck --timeout 1s > /dev/null 2>&1 && break
     alive "${PIDS[0]}" && [ "$i" -lt 600 ] || setup_failed "the Strom node did not become ready in 60 s"
     sleep 0.1
   done
