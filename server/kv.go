@@ -39,6 +39,12 @@ func (h *tabletHandler) kvTable(db, name string) (kvTable, error) {
 	if err != nil {
 		return kvTable{}, err
 	}
+	return kvTableOf(t)
+}
+
+// kvTableOf checks that t is a primary-key table and makes its key codecs.
+func kvTableOf(t catalog.Table) (kvTable, error) {
+	var err error
 	if len(t.Schema.PrimaryKey) == 0 {
 		return kvTable{}, &record.InvalidError{Field: "table", Reason: fmt.Sprintf("%s.%s is a log table: write it with ProduceLog, read it with FetchLog", t.Database, t.Name)}
 	}
@@ -96,25 +102,33 @@ func (h *tabletHandler) PutKv(ctx context.Context, req *connect.Request[stromv1.
 		ids[i] = pb.Bucket
 	}
 	resp := &stromv1.PutKvResponse{Buckets: writeBuckets(ids, func(i int) (log.AppendInfo, error) {
-		pb := buckets[i]
-		r, err := h.replica(kt.Table, pb.Bucket)
-		if err != nil {
-			return log.AppendInfo{}, err
-		}
-		b := record.KvBatch(pb.Records)
-		if err := b.Validate(); err != nil {
-			return log.AppendInfo{}, fmt.Errorf("bucket %d: %w", pb.Bucket, err)
-		}
-		info, err := r.PutKv(ctx, b, targets, acks)
-		if err != nil {
-			return log.AppendInfo{}, fmt.Errorf("bucket %d: %w", pb.Bucket, err)
-		}
-		if !info.Duplicate {
-			h.s.countIn(r, int(b.RecordCount()), len(b))
-		}
-		return info, nil
+		return h.putKvBucket(ctx, kt.Table, buckets[i].Bucket, buckets[i].Records, targets, acks)
 	})}
 	return connect.NewResponse(resp), nil
+}
+
+// putKvBucket writes one bucket's KV batch (Fluss's layout: magic, CRC and
+// framing checked here, schema id, writer id and sequence by the replica)
+// with the sorted target column indexes (nil: whole rows) as this node
+// leads the bucket, waiting for acks. The Connect API's PutKv and the Fluss
+// listener's PUT_KV both write through it.
+func (h *tabletHandler) putKvBucket(ctx context.Context, t catalog.Table, bucket int32, records []byte, targets []int, acks int) (log.AppendInfo, error) {
+	r, err := h.replica(t, bucket)
+	if err != nil {
+		return log.AppendInfo{}, err
+	}
+	b := record.KvBatch(records)
+	if err := b.Validate(); err != nil {
+		return log.AppendInfo{}, fmt.Errorf("bucket %d: %w", bucket, err)
+	}
+	info, err := r.PutKv(ctx, b, targets, acks)
+	if err != nil {
+		return log.AppendInfo{}, fmt.Errorf("bucket %d: %w", bucket, err)
+	}
+	if !info.Duplicate {
+		h.s.countIn(r, int(b.RecordCount()), len(b))
+	}
+	return info, nil
 }
 
 // encodeKvRows turns JSON rows (upserts) and keys (deletes) into one KV
@@ -378,25 +392,13 @@ func (h *tabletHandler) PrefixLookup(ctx context.Context, req *connect.Request[s
 		res := &stromv1.PrefixLookupBucketResult{Bucket: lb.Bucket}
 		resp.Buckets = append(resp.Buckets, res)
 		results[lb.Bucket] = res
-		t, err := h.kvOf(ctx, kt.Table, lb.Bucket)
-		for i := 0; err == nil && i < len(lb.Keys); i++ {
-			values, more, lerr := t.PrefixLookup(lb.Keys[i], max(budget, 1))
-			switch {
-			case lerr != nil:
-				err = lerr
-			case more:
-				err = fmt.Errorf("%w: bucket %d prefix %d: the rows found pass kv.prefix-lookup.max-bytes (%d bytes in one response); look up fewer prefixes at once, read the bucket with ScanKv, or raise the key",
-					rpc.ErrLimitExceeded, lb.Bucket, i, maxBytes)
-			default:
-				res.Values = append(res.Values, &stromv1.PrefixValues{Values: values})
-				for _, v := range values {
-					budget -= len(v)
-				}
-			}
-		}
+		lists, err := h.prefixLookupBucket(ctx, kt.Table, lb.Bucket, lb.Keys, &budget, maxBytes)
 		if err != nil {
-			res.Error, res.Values = rpc.Detail(err), nil
+			res.Error = rpc.Detail(err)
 			failed[lb.Bucket] = err
+		}
+		for _, values := range lists {
+			res.Values = append(res.Values, &stromv1.PrefixValues{Values: values})
 		}
 	}
 	if places != nil {
@@ -415,6 +417,36 @@ func (h *tabletHandler) PrefixLookup(ctx context.Context, req *connect.Request[s
 		resp.Buckets = nil
 	}
 	return connect.NewResponse(resp), nil
+}
+
+// prefixLookupBucket looks up each prefix (an encoded bucket key) in a
+// bucket this node leads: per prefix, the values of its rows in key order.
+// The values of one response share *budget bytes, from maxBytes
+// (kv.prefix-lookup.max-bytes); rows past it fail the bucket with
+// rpc.ErrLimitExceeded rather than make the node hold an unbounded answer.
+// On an error nothing of the bucket is returned. The Connect API's
+// PrefixLookup and the Fluss listener's PREFIX_LOOKUP both read through it.
+func (h *tabletHandler) prefixLookupBucket(ctx context.Context, t catalog.Table, bucket int32, prefixes [][]byte, budget *int, maxBytes int) ([][][]byte, error) {
+	tab, err := h.kvOf(ctx, t, bucket)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][][]byte, 0, len(prefixes))
+	for i, p := range prefixes {
+		values, more, err := tab.PrefixLookup(p, max(*budget, 1))
+		switch {
+		case err != nil:
+			return nil, err
+		case more:
+			return nil, fmt.Errorf("%w: bucket %d prefix %d: the rows found pass kv.prefix-lookup.max-bytes (%d bytes in one response); look up fewer prefixes at once, read the bucket with ScanKv, or raise the key",
+				rpc.ErrLimitExceeded, bucket, i, maxBytes)
+		}
+		out = append(out, values)
+		for _, v := range values {
+			*budget -= len(v)
+		}
+	}
+	return out, nil
 }
 
 // isPrefix reports whether a is a prefix of b.

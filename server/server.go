@@ -329,6 +329,7 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 		if s.fluss, err = listener.Start(lln, listener.Config{
 			MaxRequestBytes: cfg.MaxRequestBytes, IdleTimeout: cfg.IdleTimeout, Logger: s.lg,
 			Ready: s.ready.Load, Catalog: flussCatalog{s: s, admin: s.adminH}, Log: flussLog{h: s.tabletH},
+			KV:    flussKV{h: s.tabletH},
 			Small: flussSmall{h: s.tabletH, cat: flussCatalog{s: s, admin: s.adminH}},
 		}); err != nil {
 			ln.Close()

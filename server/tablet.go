@@ -707,48 +707,32 @@ func (h *tabletHandler) LimitScan(ctx context.Context, req *connect.Request[stro
 	if err != nil {
 		return nil, err
 	}
-	if m.Limit <= 0 || m.Limit > 100_000 {
-		return nil, &record.InvalidError{Field: "limit", Reason: fmt.Sprintf("must be 1..100000, got %d", m.Limit)}
+	if err := checkLimit(m.Limit); err != nil {
+		return nil, err
 	}
 	if len(t.Schema.PrimaryKey) > 0 {
 		return h.limitScanKv(ctx, req, t)
 	}
-	r, err := h.replica(t, m.Bucket)
+	tail, from, err := h.logTail(t, m.Bucket, int(m.Limit))
 	if err != nil {
 		return nil, err
 	}
-	hw := r.Log().HighWatermark()
-	from := max(r.Log().LogStartOffset(), hw-int64(m.Limit))
 	resp := &stromv1.LimitScanResponse{SchemaId: t.SchemaID}
 	asJSON := wantsJSON(req.Header(), m.JsonRows)
+	if !asJSON {
+		resp.Records = tail
+	}
 	var jsonRowsSoFar []*structpb.Struct
-	for off := from; off < hw; {
-		rr, err := r.Read(off, defaultBucketMaxBytes)
+	for data := tail; asJSON && len(data) > 0; {
+		var b record.Batch
+		if b, data, err = record.NextBatch(data); err != nil {
+			return nil, err
+		}
+		rows, err := jsonRows(b, t.Schema, m.Bucket)
 		if err != nil {
 			return nil, err
 		}
-		if len(rr.Batches) == 0 {
-			break
-		}
-		for data := rr.Batches; len(data) > 0; {
-			var b record.Batch
-			if b, data, err = record.NextBatch(data); err != nil {
-				return nil, err
-			}
-			off = b.NextOffset()
-			if b.NextOffset() <= from {
-				continue
-			}
-			if asJSON {
-				rows, err := jsonRows(b, t.Schema, m.Bucket)
-				if err != nil {
-					return nil, err
-				}
-				jsonRowsSoFar = append(jsonRowsSoFar, rows...)
-			} else {
-				resp.Records = append(resp.Records, b...)
-			}
-		}
+		jsonRowsSoFar = append(jsonRowsSoFar, rows...)
 	}
 	if asJSON {
 		// Keep the last rows only: the first batch may start before from.
@@ -759,6 +743,54 @@ func (h *tabletHandler) LimitScan(ctx context.Context, req *connect.Request[stro
 		resp.Rows = rows
 	}
 	return connect.NewResponse(resp), nil
+}
+
+// maxLimit bounds a limit scan's limit, so one request cannot make the
+// node read and hold a whole bucket.
+const maxLimit = 100_000
+
+// checkLimit checks a limit scan's limit.
+func checkLimit(limit int32) error {
+	if limit <= 0 || limit > maxLimit {
+		return &record.InvalidError{Field: "limit", Reason: fmt.Sprintf("must be 1..%d, got %d", maxLimit, limit)}
+	}
+	return nil
+}
+
+// logTail returns the stored batches holding the last limit records below
+// the high watermark of a log bucket this node leads (Fluss's
+// Replica.limitLogScan), whole batches, so the first may start before
+// from, the offset of the first record asked for. The Connect API's
+// LimitScan and the Fluss listener's LIMIT_SCAN both read through it.
+func (h *tabletHandler) logTail(t catalog.Table, bucket int32, limit int) ([]byte, int64, error) {
+	r, err := h.replica(t, bucket)
+	if err != nil {
+		return nil, 0, err
+	}
+	hw := r.Log().HighWatermark()
+	from := max(r.Log().LogStartOffset(), hw-int64(limit))
+	var out []byte
+	for off := from; off < hw; {
+		rr, err := r.Read(off, defaultBucketMaxBytes)
+		if err != nil {
+			return nil, 0, err
+		}
+		if len(rr.Batches) == 0 {
+			break
+		}
+		for data := rr.Batches; len(data) > 0; {
+			var b record.Batch
+			if b, data, err = record.NextBatch(data); err != nil {
+				return nil, 0, err
+			}
+			off = b.NextOffset()
+			if b.NextOffset() <= from {
+				continue
+			}
+			out = append(out, b...)
+		}
+	}
+	return out, from, nil
 }
 
 // InitWriter allocates through the coordinator: on another node, it is

@@ -26,7 +26,7 @@ WORK=$(mktemp -d /tmp/fluss-javacheck-XXXXXX)
 pid=
 trap '[ -z "$pid" ] || kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$WORK"' EXIT
 (cd "$ROOT" && go build -o "$WORK/strom" .)
-javac -d "$WORK" -cp "$CP" "$ROOT/fluss/javacheck/FlussClientCheck.java" "$ROOT/fluss/javacheck/FlussLogCheck.java"
+javac -d "$WORK" -cp "$CP" "$ROOT"/fluss/javacheck/*.java
 "$WORK/strom" server --data-dir "$WORK/data" --listen "127.0.0.1:$PORT" --raft-listen "127.0.0.1:$((PORT + 1))" \
   --gossip-listen "127.0.0.1:$((PORT + 2))" --fluss-listen "127.0.0.1:$((PORT + 3))" > "$WORK/node.log" 2>&1 &
 pid=$!

@@ -61,6 +61,9 @@ type Config struct {
 	// Small serves GET_TABLE_STATS and GET_LATEST_KV_SNAPSHOTS (small.go);
 	// nil answers them UNSUPPORTED_VERSION.
 	Small SmallNode
+	// KV serves the primary-key keys (kv.go); nil answers them
+	// UNSUPPORTED_VERSION.
+	KV KVNode
 }
 
 // DefaultMaxInFlight is Config.MaxInFlight's default.
@@ -363,6 +366,7 @@ var handlers = join(
 	catalogHandlers,
 	logHandlers,
 	smallHandlers,
+	kvHandlers,
 )
 
 func always(*Server) bool { return true }

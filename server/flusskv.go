@@ -1,0 +1,58 @@
+package server
+
+import (
+	"context"
+
+	"strom/fluss/listener"
+	"strom/raftmeta/catalog"
+	"strom/tablet/log"
+)
+
+// flussKV is the Fluss listener's listener.KVNode: the primary-key keys
+// run the TabletService handler's code (the table cache, the leader check,
+// putKvBucket's batch checks and write, the KV tablet's reads,
+// prefixLookupBucket's byte budget, checkLimit and logTail), so a
+// primary-key table written through either API reads the same through
+// both. Fluss's KV batches, keys and values are Strom's own formats.
+type flussKV struct{ h *tabletHandler }
+
+var _ listener.KVNode = flussKV{}
+
+func (f flussKV) TableByID(id int64) (catalog.Table, error) { return f.h.s.tables.getByID(id) }
+
+func (f flussKV) PutKv(ctx context.Context, t catalog.Table, bucket int32, batch []byte, targets []int, acks int) (log.AppendInfo, error) {
+	return f.h.putKvBucket(ctx, t, bucket, batch, targets, acks)
+}
+
+func (f flussKV) Lookup(ctx context.Context, t catalog.Table, bucket int32, keys [][]byte) ([][]byte, error) {
+	tab, err := f.h.kvOf(ctx, t, bucket)
+	if err != nil {
+		return nil, err
+	}
+	return tab.Lookup(keys)
+}
+
+func (f flussKV) PrefixLookup(ctx context.Context, t catalog.Table, bucket int32, prefixes [][]byte, budget *int) ([][][]byte, error) {
+	return f.h.prefixLookupBucket(ctx, t, bucket, prefixes, budget, f.PrefixLookupMaxBytes())
+}
+
+func (f flussKV) PrefixLookupMaxBytes() int { return int(f.h.s.cfg.PrefixLookupMaxBytes) }
+
+func (f flussKV) LimitScanKv(ctx context.Context, t catalog.Table, bucket int32, limit int32) ([][]byte, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, err
+	}
+	tab, err := f.h.kvOf(ctx, t, bucket)
+	if err != nil {
+		return nil, err
+	}
+	return tab.LimitScan(int(limit))
+}
+
+func (f flussKV) LimitScanLog(_ context.Context, t catalog.Table, bucket int32, limit int32) ([]byte, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, err
+	}
+	tail, _, err := f.h.logTail(t, bucket, int(limit))
+	return tail, err
+}
