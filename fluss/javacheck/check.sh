@@ -3,7 +3,9 @@
 # fluss.listen (FlussClientCheck.java: Flink's catalog probes, create, list,
 # exists, table info and schema, drop, and the errors of each), and by hand its
 # log path (FLUSS_CHECKS="FlussClientCheck FlussLogCheck": append 1000 rows,
-# scan them all and projected, list offsets).
+# scan them all and projected, list offsets) and its primary-key path
+# (FLUSS_CHECKS=FlussKvCheck: upsert, partial update, delete, lookup, prefix
+# lookup, limit scan).
 # Uses the Fluss jars scripts/fluss.sh resolves into its cache (run it once);
 # exit 2 when they are not there. scripts/test.sh runs it after fluss.sh.
 #   fluss/javacheck/check.sh [base-port]   (4 ports from base-port; default: free ones)
