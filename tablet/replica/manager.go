@@ -95,19 +95,30 @@ type Manager struct {
 	isrWake chan struct{}
 	// segCache holds downloaded remote segments (remoteread.go).
 	segCache segmentCache
+	// reconcileWake has Run reconcile now (a background restore ended).
+	reconcileWake chan struct{}
+	// restores counts the background restores running (restore.go).
+	restores sync.WaitGroup
 
 	mu struct {
 		sync.RWMutex
 		replicas map[TableBucket]*Replica
 		tables   map[int64]catalog.Table // the tables of hosted replicas
+		// restoring holds the buckets whose KV a background restore
+		// rebuilds: not hosted (ErrRestoring) until it ends.
+		restoring map[TableBucket]bool
+		// runCtx is Run's context, which background restores run under.
+		runCtx context.Context
 	}
 }
 
 // NewManager returns a manager; Run makes it follow the metadata.
 func NewManager(cfg Config, meta Meta) *Manager {
-	m := &Manager{cfg: cfg, meta: meta, cat: catalog.New(meta), lg: cfg.Logger.With("component", "replica"), isrWake: make(chan struct{}, 1)}
+	m := &Manager{cfg: cfg, meta: meta, cat: catalog.New(meta), lg: cfg.Logger.With("component", "replica"), isrWake: make(chan struct{}, 1), reconcileWake: make(chan struct{}, 1)}
 	m.mu.replicas = map[TableBucket]*Replica{}
 	m.mu.tables = map[int64]catalog.Table{}
+	m.mu.restoring = map[TableBucket]bool{}
+	m.mu.runCtx = context.Background()
 	m.segCache = segmentCache{dir: cfg.Tier.CacheDir, max: cfg.Tier.CacheBytes, files: map[string]*cachedSegment{}}
 	return m
 }
@@ -123,6 +134,10 @@ func (m *Manager) Run(ctx context.Context) error {
 		return fmt.Errorf("watch assignments: %w", err)
 	}
 	defer m.closeAll()
+	defer m.restores.Wait() // before closeAll: a restore that ends publishes its replica
+	m.mu.Lock()
+	m.mu.runCtx = ctx
+	m.mu.Unlock()
 	var bg sync.WaitGroup
 	defer bg.Wait() // before closeAll
 	if m.cfg.SegmentVerifyRate > 0 {
@@ -173,6 +188,8 @@ func (m *Manager) Run(ctx context.Context) error {
 			}
 			drain(w.Events())
 			reconcile()
+		case <-m.reconcileWake:
+			reconcile()
 		case <-retention.C:
 			m.enforceRetention(time.Now())
 		case <-checkpoint.C:
@@ -221,6 +238,9 @@ func (m *Manager) Reconcile() error {
 	var errs []error
 	for tb, lisr := range want {
 		r, err := m.open(tb, tableOf[tb])
+		if errors.Is(err, ErrRestoring) {
+			continue // the restore reconciles again when it ends
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -284,7 +304,10 @@ func (m *Manager) removeStray(want map[TableBucket]catalog.LeaderAndISR) error {
 				continue
 			}
 			tb := TableBucket{id, int32(b)}
-			if _, ok := want[tb]; !ok {
+			m.mu.RLock()
+			restoring := m.mu.restoring[tb]
+			m.mu.RUnlock()
+			if _, ok := want[tb]; !ok && !restoring {
 				m.lg.Info("deleting stray replica", "bucket", tb.String())
 				errs = append(errs, m.remove(tb))
 			}
@@ -317,13 +340,19 @@ func (m *Manager) dir(tb TableBucket) string {
 }
 
 // open returns the replica for tb, opening its log tablet (and, for a
-// primary-key table, its KV tablet) if needed.
+// primary-key table, its KV tablet) if needed. A KV that must be restored
+// from its latest snapshot (kv.ErrAheadOfLog) is restored in the
+// background (restoreInBackground): open returns ErrRestoring meanwhile.
 func (m *Manager) open(tb TableBucket, t catalog.Table) (*Replica, error) {
 	m.mu.RLock()
 	r, ok := m.mu.replicas[tb]
+	restoring := m.mu.restoring[tb]
 	m.mu.RUnlock()
 	if ok {
 		return r, nil
+	}
+	if restoring {
+		return nil, fmt.Errorf("bucket %s: %w", tb, ErrRestoring)
 	}
 	lc := m.cfg.Log
 	lc.Dir, lc.FS = filepath.Join(m.dir(tb), "log"), m.fs()
@@ -344,14 +373,40 @@ func (m *Manager) open(tb TableBucket, t catalog.Table) (*Replica, error) {
 		}
 		kt, err = kv.Open(kc)
 		if errors.Is(err, kv.ErrAheadOfLog) {
-			kt, err = m.openRestored(tb, t, lt, kc, err)
+			if _, serr := m.latestSnapshot(tb); serr != nil {
+				err = errors.Join(err, serr)
+			} else {
+				cause := err
+				m.restoreInBackground(tb, func(ctx context.Context) error {
+					kt, err := m.openRestoredCtx(ctx, tb, t, lt, kc, cause)
+					if err != nil {
+						lt.Close()
+						return err
+					}
+					m.mu.Lock()
+					r = m.newHosted(tb, lt, kt, lc.Logger)
+					m.mu.replicas[tb] = r
+					m.mu.Unlock()
+					return nil
+				})
+				return nil, fmt.Errorf("bucket %s: %w", tb, ErrRestoring)
+			}
 		}
 		if err != nil {
 			lt.Close()
 			return nil, fmt.Errorf("open KV of replica %s: %w", tb, err)
 		}
 	}
-	r = newReplica(tb, m.cfg.NodeID, lt, kt, lc.Logger, &m.changed)
+	m.mu.Lock()
+	r = m.newHosted(tb, lt, kt, lc.Logger)
+	m.mu.replicas[tb] = r
+	m.mu.Unlock()
+	return r, nil
+}
+
+// newHosted makes the replica of opened tablets.
+func (m *Manager) newHosted(tb TableBucket, lt *log.Tablet, kt *kv.Tablet, lg *slog.Logger) *Replica {
+	r := newReplica(tb, m.cfg.NodeID, lt, kt, lg, &m.changed)
 	r.minISR, r.isrWake = m.cfg.MinInSyncReplicas, m.isrWake
 	if m.cfg.Tier.Store != nil {
 		r.remote = m
@@ -359,17 +414,18 @@ func (m *Manager) open(tb TableBucket, t catalog.Table) (*Replica, error) {
 	if m.cfg.Snapshot.Store != nil {
 		r.snapshots = m
 	}
-	m.mu.Lock()
-	m.mu.replicas[tb] = r
-	m.mu.Unlock()
-	return r, nil
+	return r
 }
 
-// Replica returns the hosted replica of a bucket, or ErrUnknownBucket.
+// Replica returns the hosted replica of a bucket, or ErrUnknownBucket
+// (ErrRestoring while its KV is restored from a snapshot).
 func (m *Manager) Replica(tb TableBucket) (*Replica, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	r, ok := m.mu.replicas[tb]
+	if !ok && m.mu.restoring[tb] {
+		return nil, fmt.Errorf("bucket %s: %w", tb, ErrRestoring)
+	}
 	if !ok {
 		return nil, fmt.Errorf("bucket %s: %w", tb, ErrUnknownBucket)
 	}

@@ -22,7 +22,7 @@ import (
 )
 
 // createTable registers a log table whose buckets all live on node 1.
-func createTable(t *testing.T, meta *raftmeta.Node, name string, buckets int32, isr []int32) int64 {
+func createTable(t testing.TB, meta *raftmeta.Node, name string, buckets int32, isr []int32) int64 {
 	t.Helper()
 	cat := catalog.New(meta)
 	ctx := context.Background()
@@ -62,7 +62,7 @@ func createTable(t *testing.T, meta *raftmeta.Node, name string, buckets int32, 
 }
 
 // startManager runs a manager in dir; opts adjust its configuration.
-func startManager(t *testing.T, meta *raftmeta.Node, dir string, opts ...func(*Config)) *Manager {
+func startManager(t testing.TB, meta *raftmeta.Node, dir string, opts ...func(*Config)) *Manager {
 	t.Helper()
 	lc := log.DefaultConfig()
 	lc.NoSync = true
@@ -78,7 +78,7 @@ func startManager(t *testing.T, meta *raftmeta.Node, dir string, opts ...func(*C
 	return m
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
@@ -90,7 +90,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // leadingReplica waits until the manager hosts tb and leads it.
-func leadingReplica(t *testing.T, m *Manager, tb TableBucket) *Replica {
+func leadingReplica(t testing.TB, m *Manager, tb TableBucket) *Replica {
 	t.Helper()
 	waitFor(t, "replica leading", func() bool {
 		r, err := m.Replica(tb)

@@ -32,6 +32,10 @@ var (
 	// ErrUnknownBucket: this node does not host the bucket (the table may be
 	// new, dropped, or placed elsewhere). Retriable.
 	ErrUnknownBucket = errors.New("replica: unknown table or bucket on this node")
+	// ErrRestoring: this node hosts the bucket but is restoring its KV
+	// from the latest snapshot and serves nothing of it until that ends.
+	// It is ErrUnknownBucket (retriable) to callers that check for that.
+	ErrRestoring = fmt.Errorf("%w: its KV is being restored from the latest snapshot; retry", ErrUnknownBucket)
 	// ErrNotEnoughReplicas: fewer in-sync replicas than acks=-1 needs before
 	// the timeout.
 	ErrNotEnoughReplicas = errors.New("replica: not enough in-sync replicas")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -103,14 +104,18 @@ func positionLog(lt *log.Tablet, offset int64) error {
 // directory is replaced by the latest snapshot and the KV opened again. On
 // failure the error names cause too.
 func (m *Manager) openRestored(tb TableBucket, t catalog.Table, lt *log.Tablet, cfg kv.Config, cause error) (*kv.Tablet, error) {
+	return m.openRestoredCtx(context.Background(), tb, t, lt, cfg, cause)
+}
+
+// openRestoredCtx is openRestored with the download under ctx.
+func (m *Manager) openRestoredCtx(ctx context.Context, tb TableBucket, t catalog.Table, lt *log.Tablet, cfg kv.Config, cause error) (*kv.Tablet, error) {
 	s, err := m.latestSnapshot(tb)
 	if err != nil {
 		return nil, errors.Join(cause, err)
 	}
 	m.lg.Warn("kv unusable: restoring the latest snapshot", "bucket", tb.String(), "cause", cause, "snapshot", s.ID, "log_offset", s.LogOffset)
 	dir := filepath.Join(m.dir(tb), "kv-restore")
-	// Reconcile has no context: the store's own retries bound the calls.
-	if err := m.downloadSnapshot(context.Background(), t, tb, s, dir); err != nil {
+	if err := m.downloadSnapshot(ctx, t, tb, s, dir); err != nil {
 		return nil, errors.Join(cause, err)
 	}
 	if err := positionLog(lt, s.LogOffset); err != nil {
@@ -120,6 +125,44 @@ func (m *Manager) openRestored(tb TableBucket, t catalog.Table, lt *log.Tablet, 
 		return nil, err
 	}
 	return kv.Open(cfg)
+}
+
+// restoreRetry is how long after a failed background restore the manager
+// reconciles again (and so tries it again).
+var restoreRetry = 5 * time.Second
+
+// restoreInBackground runs restore (which opens tb's tablets from the
+// latest snapshot and publishes its replica, or closes what it opened) in
+// a goroutine of its own, so that a restore, a download of the whole KV,
+// does not hold up the reconcile of the node's other replicas. Until it
+// ends the bucket is not hosted: Replica and open return ErrRestoring
+// (retriable), and removeStray leaves its directory alone. When it ends
+// the manager reconciles again (the replica takes its role, the fetchers
+// their buckets); after a failure, restoreRetry later, which tries again.
+// Run waits for it before it closes the replicas.
+func (m *Manager) restoreInBackground(tb TableBucket, restore func(ctx context.Context) error) {
+	m.mu.Lock()
+	m.mu.restoring[tb] = true
+	ctx := m.mu.runCtx
+	m.mu.Unlock()
+	m.restores.Go(func() {
+		err := restore(ctx)
+		m.mu.Lock()
+		delete(m.mu.restoring, tb)
+		m.mu.Unlock()
+		if err != nil {
+			m.lg.Error("restore of a KV from its latest snapshot failed: tried again", "bucket", tb.String(), "err", err, "retry_in", restoreRetry)
+			if !pause(ctx, restoreRetry) {
+				return
+			}
+		} else {
+			m.lg.Info("restored a KV from its latest snapshot", "bucket", tb.String())
+		}
+		select {
+		case m.reconcileWake <- struct{}{}:
+		default:
+		}
+	})
 }
 
 // restoreFollower rebuilds the KV of a follower of leader at epoch whose log

@@ -53,7 +53,7 @@ func appendN(t *testing.T, r *Replica, n int) {
 	}
 }
 
-func manifestOf(t *testing.T, m *Manager, r *Replica) catalog.RemoteLogManifest {
+func manifestOf(t testing.TB, m *Manager, r *Replica) catalog.RemoteLogManifest {
 	t.Helper()
 	man, err := m.cat.RemoteLogs(r.tb.TableID, r.tb.Bucket)
 	if err != nil {
