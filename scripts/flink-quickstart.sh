@@ -86,9 +86,10 @@ fi
 
 # --- the servers ------------------------------------------------------------------------------
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/strom-flinkqs.XXXXXX"); mkdir -p "$WORK/logs" "$WORK/tmp"
-PIDS=(); ZK_DIR=
+PIDS=(); ZK_DIR=; QPID=
 cleanup() {
   local i p
+  [ -z "$QPID" ] || { kill "$QPID" 2>/dev/null; wait "$QPID" 2>/dev/null; } || true # the quickstart's JVM first
   for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do # the last started first
     p=${PIDS[$i]}; kill "$p" 2>/dev/null || continue
     for _ in $(seq 60); do alive "$p" || break; sleep 0.5; done
@@ -175,12 +176,14 @@ FLINK_OPENS=(--add-exports=java.base/sun.net.util=ALL-UNNAMED --add-exports=java
   --add-opens=java.base/java.util.concurrent=ALL-UNNAMED --add-opens=java.base/java.util.concurrent.atomic=ALL-UNNAMED
   --add-opens=java.base/java.util.concurrent.locks=ALL-UNNAMED)
 t1=$(date +%s)
-set +e
 java -Xmx"$FLINK_HEAP" "${JVM[@]}" "${FLINK_OPENS[@]}" "${L4JOPT[@]}" -Dlog.file="$WORK/logs/flink.log" \
-  -cp "$CLASSES:$QLIBS/*" Quickstart "$BOOT" "$QS/sources.sql" "$QS/quickstart.sql" 2> "$WORK/logs/quickstart.err" |
-  tee "$WORK/logs/quickstart.out" | sed -u 's/^/  /' >&2
-rc=${PIPESTATUS[0]}
-set -e
+  -cp "$CLASSES:$QLIBS/*" Quickstart "$BOOT" "$QS/sources.sql" "$QS/quickstart.sql" \
+  > "$WORK/logs/quickstart.out" 2> "$WORK/logs/quickstart.err" &
+QPID=$!
+tail -n +1 -f --pid="$QPID" "$WORK/logs/quickstart.out" | sed -u 's/^/  /' >&2 &
+TAILPID=$!
+set +e; wait "$QPID"; rc=$?; wait "$TAILPID"; set -e
+QPID=
 for p in "${PIDS[@]}"; do alive "$p" || { log "a server process ($p) died during the run"; rc=1; }; done
 last=$(tail -n 1 "$WORK/logs/quickstart.out" 2>/dev/null || true)
 if [ "$rc" = 0 ] && [ "$last" = PASS ]; then
