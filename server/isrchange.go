@@ -44,6 +44,13 @@ func (h *coordinatorInternalHandler) CommitRemoteLogManifest(ctx context.Context
 	return connect.NewResponse(&stromv1.CommitRemoteLogManifestResponse{}), nil
 }
 
+func (h *coordinatorInternalHandler) NodeStarting(ctx context.Context, req *connect.Request[stromv1.NodeStartingRequest]) (*connect.Response[stromv1.NodeStartingResponse], error) {
+	if err := h.s.coord.NodeStarting(ctx, req.Msg.NodeId); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&stromv1.NodeStartingResponse{}), nil
+}
+
 // isrChanger is replica.ISRChanger and replica.RemoteLogCommitter: the coordinator itself when this node
 // is in office, else a call signed with the cluster secret to the
 // coordinator's node (/strom/coordinators/active). Safe for concurrent use.
@@ -102,4 +109,17 @@ func (c *isrChanger) call(fn func(stromv1connect.CoordinatorInternalServiceClien
 		return fmt.Errorf("coordinator node %s at %s: %w", id, addr, rpc.RemoteErrorOf(err))
 	}
 	return nil
+}
+
+// NodeStarting asks the coordinator, by the same way as AdjustISR, to take
+// this node out of every ISR and leadership before it registers
+// (restart.go).
+func (c *isrChanger) NodeStarting(ctx context.Context, node int32) error {
+	if c.s.coord.Epoch() != 0 {
+		return c.s.coord.NodeStarting(ctx, node)
+	}
+	return c.call(func(client stromv1connect.CoordinatorInternalServiceClient) error {
+		_, err := client.NodeStarting(ctx, connect.NewRequest(&stromv1.NodeStartingRequest{NodeId: node}))
+		return err
+	})
 }

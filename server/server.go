@@ -92,6 +92,10 @@ type Server struct {
 
 	ready   atomic.Bool
 	session atomic.Int64 // the node's metadata session, 0 before registration
+	// coordCalls calls the coordinator (AdjustISR and the like, and
+	// NodeStarting); started is set once NodeStarting was answered.
+	coordCalls *isrChanger
+	started    atomic.Bool
 
 	// heartbeatStop ends the heartbeat loop, which closes heartbeatDone on
 	// exit; nil before it starts. Stop ends it before closing the session,
@@ -234,6 +238,7 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 	lc.WriterExpiration = cfg.WriterIDExpirationTime
 	s.kvCache = pebble.NewCache(kvCacheBytes)
 	coordCalls := newISRChanger(s)
+	s.coordCalls = coordCalls
 	var tier replica.TierConfig
 	var snap replica.SnapshotConfig
 	if cfg.RemoteDataDir != "" && (cfg.RemoteLogTaskInterval > 0 || cfg.KvSnapshotInterval > 0) {
@@ -444,6 +449,12 @@ func (s *Server) tryRegister(ctx context.Context) error {
 		if err := s.meta.CloseSession(ctx, old); err != nil && !errors.Is(err, raftmeta.ErrSessionExpired) {
 			return fmt.Errorf("close stale session %#x: %w", old, err)
 		}
+	}
+	if s.session.Load() == 0 && !s.started.Load() {
+		if err := s.nodeStarting(ctx); err != nil {
+			return err
+		}
+		s.started.Store(true)
 	}
 	if _, live := s.meta.Session(s.session.Load()); !live {
 		sess, err := s.meta.CreateSession(ctx, s.cfg.SessionTimeout)

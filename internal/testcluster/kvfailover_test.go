@@ -47,16 +47,18 @@ func createKVTable(ctx context.Context, t *testing.T, c *Cluster, name string) c
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Server().Metadata().Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
-	tbl, err := catalog.New(l.Server().Metadata()).Table("fluss", name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := len(tbl.LeaderISR[0].ISR); n != 3 {
-		t.Fatalf("ISR %v, want three replicas", tbl.LeaderISR[0].ISR)
-	}
+	// Every replica starts in the ISR, but under load a node's session
+	// may expire at once (it leaves the ISR, and rejoins once caught up).
+	var tbl catalog.Table
+	waitUntil(ctx, t, "three replicas in the ISR", func() bool {
+		if err := l.Server().Metadata().Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if tbl, err = catalog.New(l.Server().Metadata()).Table("fluss", name); err != nil {
+			t.Fatal(err)
+		}
+		return len(tbl.LeaderISR[0].ISR) == 3
+	})
 	return tbl
 }
 

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -61,6 +62,43 @@ func elect(cur catalog.LeaderAndISR, replicas []int32, live func(int32) bool, un
 	return next, true
 }
 
+// electStarting is elect for a node that is starting again (NodeStarting):
+// it may have lost what it had not fsynced (a power cut), so it cannot be
+// trusted to hold what an ISR credits it with. It is dead to the election
+// (out of the ISR of a bucket with a leader, and no longer its leader),
+// and it leaves the last known ISR of an offline bucket that names another
+// node, which then waits for that one, which held every committed write
+// when the bucket went offline. An offline bucket whose last known ISR is
+// the starting node alone keeps it: it is the only candidate left (with
+// no flush policy, every in-sync replica lost power, and what none of them
+// had fsynced is lost, as in Kafka).
+func electStarting(cur catalog.LeaderAndISR, replicas []int32, live func(int32) bool, unclean bool, node int32) (catalog.LeaderAndISR, bool) {
+	next, changed := elect(cur, replicas, func(id int32) bool { return id != node && live(id) }, unclean)
+	if next.Leader >= 0 || !slices.Contains(next.ISR, node) || len(next.ISR) == 1 {
+		return next, changed
+	}
+	if !changed {
+		next.BucketEpoch++
+	}
+	next.ISR = slices.DeleteFunc(slices.Clone(next.ISR), func(id int32) bool { return id == node })
+	return next, true
+}
+
+// NodeStarting takes node, which is starting and has not registered yet,
+// out of every bucket's ISR and leadership (electStarting), in fenced
+// multis as electLeaders writes, and returns once they are written. A
+// node calls it before it registers: a registration is all the
+// coordinator sees of liveness, and a node that came back within
+// milliseconds, or while no coordinator was in office, would otherwise
+// lead again at the same leader epoch with a log that lost its unsynced
+// tail (its followers, fetching above its log end, cutting theirs to it),
+// or be elected first from an offline bucket's last known ISR over a
+// replica that holds everything (issue 12; Kafka's KIP-380 and KIP-966 for
+// the same two holes).
+func (c *Coordinator) NodeStarting(ctx context.Context, node int32) error {
+	return c.do(ctx, func(t *term) error { return c.elect(t, node) })
+}
+
 // allowsUnclean reports whether a table allows unclean leader election.
 func allowsUnclean(t catalog.Table) bool {
 	v, _ := t.Descriptor().Option(record.OptUncleanLeaderElection)
@@ -72,7 +110,11 @@ func allowsUnclean(t catalog.Table) bool {
 // maxBucketsPerWrite buckets. It runs when a term starts (a node may have
 // died or come back while no coordinator was in office) and whenever the
 // registrations change.
-func (c *Coordinator) electLeaders(t *term) error {
+func (c *Coordinator) electLeaders(t *term) error { return c.elect(t, -1) }
+
+// elect is electLeaders, with starting (≥ 0) a node that is starting again
+// (electStarting).
+func (c *Coordinator) elect(t *term, starting int32) error {
 	servers, err := c.cat.TabletServers()
 	if err != nil {
 		return err
@@ -88,6 +130,7 @@ func (c *Coordinator) electLeaders(t *term) error {
 	}
 	var ops []raftmeta.Op
 	var moved, offline []string
+	left := 0 // buckets the starting node left
 	flush := func() error {
 		if len(ops) == 0 {
 			return nil
@@ -105,8 +148,14 @@ func (c *Coordinator) electLeaders(t *term) error {
 				continue
 			}
 			next, changed := elect(cur, tbl.Assignment.Buckets[b], live, unclean)
+			if starting >= 0 {
+				next, changed = electStarting(cur, tbl.Assignment.Buckets[b], live, unclean, starting)
+			}
 			if !changed {
 				continue
+			}
+			if starting >= 0 {
+				left++
 			}
 			next.CoordinatorEpoch = t.epoch
 			name := tbl.Database + "." + tbl.Name + "/" + strconv.Itoa(int(b))
@@ -126,6 +175,9 @@ func (c *Coordinator) electLeaders(t *term) error {
 	}
 	if err := flush(); err != nil {
 		return err
+	}
+	if starting >= 0 {
+		c.lg.Info("a starting node left the ISR and leadership of its buckets", "node", starting, "count", left)
 	}
 	if len(moved) > 0 {
 		c.lg.Info("elected bucket leaders", "live", slices.Sorted(maps.Keys(alive)), "count", len(moved), "buckets", sample(moved))

@@ -400,3 +400,116 @@ func TestElectionOfManyBuckets(t *testing.T) {
 		t.Fatalf("%d buckets, want %d", len(tbl.LeaderISR), n)
 	}
 }
+
+// A node starting again (it may have lost its unsynced tail) is dead to
+// the election, and leaves an offline bucket's last known ISR when another
+// node is in it.
+func TestElectStarting(t *testing.T) {
+	live := func(ids ...int32) func(int32) bool {
+		return func(id int32) bool { return slices.Contains(ids, id) }
+	}
+	lisr := func(leader, epoch, bucketEpoch int32, isr ...int32) catalog.LeaderAndISR {
+		return catalog.LeaderAndISR{Leader: leader, LeaderEpoch: epoch, BucketEpoch: bucketEpoch, ISR: isr}
+	}
+	replicas := []int32{3, 1, 2}
+	for _, tc := range []struct {
+		name    string
+		cur     catalog.LeaderAndISR
+		node    int32 // starting
+		live    func(int32) bool
+		want    catalog.LeaderAndISR
+		changed bool
+	}{
+		// Registered again before the coordinator saw it gone: live, and
+		// still leader at the same epoch, or still in the ISR.
+		{"leader back unseen", lisr(3, 4, 7, 3, 1, 2), 3, live(1, 2, 3), lisr(1, 5, 8, 1, 2), true},
+		{"follower back unseen", lisr(3, 4, 7, 3, 1, 2), 1, live(1, 2, 3), lisr(3, 4, 8, 3, 2), true},
+		{"not in the ISR", lisr(3, 4, 7, 3, 2), 1, live(1, 2, 3), lisr(3, 4, 7, 3, 2), false},
+		{"leader, no other live ISR member: offline, waiting for the others", lisr(3, 4, 7, 3, 1), 3, live(3), lisr(-1, 5, 8, 1), true},
+		{"offline, others in the last ISR", lisr(-1, 5, 8, 3, 1, 2), 3, live(), lisr(-1, 5, 9, 1, 2), true},
+		{"offline, alone in the last ISR", lisr(-1, 5, 8, 3), 3, live(), lisr(-1, 5, 8, 3), false},
+		{"offline, not in the last ISR", lisr(-1, 5, 8, 1), 3, live(), lisr(-1, 5, 8, 1), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, changed := electStarting(tc.cur, replicas, tc.live, false, tc.node)
+			if changed != tc.changed || got.Leader != tc.want.Leader || got.LeaderEpoch != tc.want.LeaderEpoch ||
+				got.BucketEpoch != tc.want.BucketEpoch || !slices.Equal(got.ISR, tc.want.ISR) {
+				t.Fatalf("electStarting(%+v, %d) = %+v, %v; want %+v, %v", tc.cur, tc.node, got, changed, tc.want, tc.changed)
+			}
+		})
+	}
+}
+
+// tableBucket0 reads bucket 0's leader_isr of db.name.
+func tableBucket0(t *testing.T, meta *raftmeta.Node, name string) catalog.LeaderAndISR {
+	t.Helper()
+	tbl, err := catalog.New(meta).Table("db", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl.LeaderISR[0]
+}
+
+// Issue 12, first interleaving: the leader restarts (losing its unsynced
+// tail) and registers again before the coordinator sees its registration
+// gone, so no election runs and it would lead again at the same leader
+// epoch. NodeStarting, called while it is still registered, moves the
+// leadership and takes it out of the ISR.
+func TestNodeStartingMovesLeadershipOffIt(t *testing.T) {
+	meta := metatest.NewNode(t)
+	c := startCoordinator(t, meta, Config{NodeID: 1, ClusterID: "c1"})
+	registerServers(t, meta, 1, 2, 3)
+	createTable(t, c, "t", 1, 3, nil)
+	before := tableBucket0(t, meta, "t")
+	if err := c.NodeStarting(context.Background(), before.Leader); err != nil {
+		t.Fatal(err)
+	}
+	after := tableBucket0(t, meta, "t")
+	if after.Leader == before.Leader || after.Leader < 0 || slices.Contains(after.ISR, before.Leader) ||
+		after.LeaderEpoch != before.LeaderEpoch+1 || after.CoordinatorEpoch != c.Epoch() {
+		t.Fatalf("after node %d started again: %+v (before %+v), want another leader at epoch %d without it in the ISR",
+			before.Leader, after, before, before.LeaderEpoch+1)
+	}
+}
+
+// Issue 12, second interleaving: every ISR member drops out at once (the
+// leader loses power, the others' sessions expire under load), so the
+// bucket goes offline with its last ISR kept; the powered-off leader,
+// back first, was elected with the log it had fsynced, and the others,
+// holding everything, truncated to it. NodeStarting takes it out of the
+// last ISR: the bucket waits for a member that held every committed
+// write. An offline bucket whose last ISR is the starting node alone keeps
+// it (TestElectStarting).
+func TestNodeStartingLeavesAnOfflineBucketsLastISR(t *testing.T) {
+	meta := metatest.NewNode(t)
+	cfg := Config{NodeID: 1, ClusterID: "c1"}
+	first, stop := runCoordinator(t, meta, cfg)
+	waitFor(t, "first coordinator in office", func() bool { return first.Epoch() > 0 })
+	sessions := registerServers(t, meta, 1, 2, 3)
+	createTable(t, first, "t", 1, 3, nil)
+	stop()
+	for _, id := range []int32{1, 2, 3} {
+		closeSession(t, meta, sessions[id]) // no coordinator in office
+	}
+	c := startCoordinator(t, meta, cfg)
+	offline := waitLeaders(t, meta, "t", "offline", func(_ []int32, li catalog.LeaderAndISR) bool { return li.Leader == -1 })
+	last := offline.LeaderISR[0].ISR
+	if len(last) != 3 {
+		t.Fatalf("offline with ISR %v, want all three kept", last)
+	}
+	starting, other := last[0], last[1]
+	if err := c.NodeStarting(context.Background(), starting); err != nil {
+		t.Fatal(err)
+	}
+	registerServer(t, meta, starting, "")
+	// An election pass that sees the registration (the watch's may or may
+	// not have run yet): wrongly, it would elect the starting node.
+	if err := c.do(context.Background(), c.electLeaders); err != nil {
+		t.Fatal(err)
+	}
+	if now := tableBucket0(t, meta, "t"); now.Leader != -1 || slices.Contains(now.ISR, starting) {
+		t.Fatalf("after node %d started and registered: %+v, want the bucket offline without it in the ISR", starting, now)
+	}
+	registerServer(t, meta, other, "")
+	waitLeaders(t, meta, "t", fmt.Sprintf("node %d leading", other), func(_ []int32, li catalog.LeaderAndISR) bool { return li.Leader == other })
+}

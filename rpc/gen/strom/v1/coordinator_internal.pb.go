@@ -21,6 +21,86 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type NodeStartingRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        int32                  `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeStartingRequest) Reset() {
+	*x = NodeStartingRequest{}
+	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeStartingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeStartingRequest) ProtoMessage() {}
+
+func (x *NodeStartingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeStartingRequest.ProtoReflect.Descriptor instead.
+func (*NodeStartingRequest) Descriptor() ([]byte, []int) {
+	return file_strom_v1_coordinator_internal_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *NodeStartingRequest) GetNodeId() int32 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+type NodeStartingResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeStartingResponse) Reset() {
+	*x = NodeStartingResponse{}
+	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeStartingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeStartingResponse) ProtoMessage() {}
+
+func (x *NodeStartingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeStartingResponse.ProtoReflect.Descriptor instead.
+func (*NodeStartingResponse) Descriptor() ([]byte, []int) {
+	return file_strom_v1_coordinator_internal_proto_rawDescGZIP(), []int{1}
+}
+
 type AdjustIsrRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	TableId int64                  `protobuf:"varint,1,opt,name=table_id,json=tableId,proto3" json:"table_id,omitempty"`
@@ -38,7 +118,7 @@ type AdjustIsrRequest struct {
 
 func (x *AdjustIsrRequest) Reset() {
 	*x = AdjustIsrRequest{}
-	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[0]
+	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -50,7 +130,7 @@ func (x *AdjustIsrRequest) String() string {
 func (*AdjustIsrRequest) ProtoMessage() {}
 
 func (x *AdjustIsrRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[0]
+	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -63,7 +143,7 @@ func (x *AdjustIsrRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdjustIsrRequest.ProtoReflect.Descriptor instead.
 func (*AdjustIsrRequest) Descriptor() ([]byte, []int) {
-	return file_strom_v1_coordinator_internal_proto_rawDescGZIP(), []int{0}
+	return file_strom_v1_coordinator_internal_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *AdjustIsrRequest) GetTableId() int64 {
@@ -118,7 +198,7 @@ type AdjustIsrResponse struct {
 
 func (x *AdjustIsrResponse) Reset() {
 	*x = AdjustIsrResponse{}
-	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[1]
+	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -130,7 +210,7 @@ func (x *AdjustIsrResponse) String() string {
 func (*AdjustIsrResponse) ProtoMessage() {}
 
 func (x *AdjustIsrResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[1]
+	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -143,7 +223,7 @@ func (x *AdjustIsrResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdjustIsrResponse.ProtoReflect.Descriptor instead.
 func (*AdjustIsrResponse) Descriptor() ([]byte, []int) {
-	return file_strom_v1_coordinator_internal_proto_rawDescGZIP(), []int{1}
+	return file_strom_v1_coordinator_internal_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AdjustIsrResponse) GetBucketEpoch() int32 {
@@ -167,7 +247,7 @@ type CommitRemoteLogManifestRequest struct {
 
 func (x *CommitRemoteLogManifestRequest) Reset() {
 	*x = CommitRemoteLogManifestRequest{}
-	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[2]
+	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -179,7 +259,7 @@ func (x *CommitRemoteLogManifestRequest) String() string {
 func (*CommitRemoteLogManifestRequest) ProtoMessage() {}
 
 func (x *CommitRemoteLogManifestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[2]
+	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -192,7 +272,7 @@ func (x *CommitRemoteLogManifestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRemoteLogManifestRequest.ProtoReflect.Descriptor instead.
 func (*CommitRemoteLogManifestRequest) Descriptor() ([]byte, []int) {
-	return file_strom_v1_coordinator_internal_proto_rawDescGZIP(), []int{2}
+	return file_strom_v1_coordinator_internal_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CommitRemoteLogManifestRequest) GetTableId() int64 {
@@ -247,7 +327,7 @@ type RemoteLogSegment struct {
 
 func (x *RemoteLogSegment) Reset() {
 	*x = RemoteLogSegment{}
-	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[3]
+	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -259,7 +339,7 @@ func (x *RemoteLogSegment) String() string {
 func (*RemoteLogSegment) ProtoMessage() {}
 
 func (x *RemoteLogSegment) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[3]
+	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -272,7 +352,7 @@ func (x *RemoteLogSegment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoteLogSegment.ProtoReflect.Descriptor instead.
 func (*RemoteLogSegment) Descriptor() ([]byte, []int) {
-	return file_strom_v1_coordinator_internal_proto_rawDescGZIP(), []int{3}
+	return file_strom_v1_coordinator_internal_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RemoteLogSegment) GetId() string {
@@ -318,7 +398,7 @@ type CommitRemoteLogManifestResponse struct {
 
 func (x *CommitRemoteLogManifestResponse) Reset() {
 	*x = CommitRemoteLogManifestResponse{}
-	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[4]
+	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -330,7 +410,7 @@ func (x *CommitRemoteLogManifestResponse) String() string {
 func (*CommitRemoteLogManifestResponse) ProtoMessage() {}
 
 func (x *CommitRemoteLogManifestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[4]
+	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -343,7 +423,7 @@ func (x *CommitRemoteLogManifestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitRemoteLogManifestResponse.ProtoReflect.Descriptor instead.
 func (*CommitRemoteLogManifestResponse) Descriptor() ([]byte, []int) {
-	return file_strom_v1_coordinator_internal_proto_rawDescGZIP(), []int{4}
+	return file_strom_v1_coordinator_internal_proto_rawDescGZIP(), []int{6}
 }
 
 type CommitKvSnapshotRequest struct {
@@ -360,7 +440,7 @@ type CommitKvSnapshotRequest struct {
 
 func (x *CommitKvSnapshotRequest) Reset() {
 	*x = CommitKvSnapshotRequest{}
-	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[5]
+	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -372,7 +452,7 @@ func (x *CommitKvSnapshotRequest) String() string {
 func (*CommitKvSnapshotRequest) ProtoMessage() {}
 
 func (x *CommitKvSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[5]
+	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -385,7 +465,7 @@ func (x *CommitKvSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitKvSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*CommitKvSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_strom_v1_coordinator_internal_proto_rawDescGZIP(), []int{5}
+	return file_strom_v1_coordinator_internal_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CommitKvSnapshotRequest) GetTableId() int64 {
@@ -440,7 +520,7 @@ type KvSnapshot struct {
 
 func (x *KvSnapshot) Reset() {
 	*x = KvSnapshot{}
-	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[6]
+	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -452,7 +532,7 @@ func (x *KvSnapshot) String() string {
 func (*KvSnapshot) ProtoMessage() {}
 
 func (x *KvSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[6]
+	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -465,7 +545,7 @@ func (x *KvSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvSnapshot.ProtoReflect.Descriptor instead.
 func (*KvSnapshot) Descriptor() ([]byte, []int) {
-	return file_strom_v1_coordinator_internal_proto_rawDescGZIP(), []int{6}
+	return file_strom_v1_coordinator_internal_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *KvSnapshot) GetId() int64 {
@@ -523,7 +603,7 @@ type KvSnapshotFile struct {
 
 func (x *KvSnapshotFile) Reset() {
 	*x = KvSnapshotFile{}
-	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[7]
+	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -535,7 +615,7 @@ func (x *KvSnapshotFile) String() string {
 func (*KvSnapshotFile) ProtoMessage() {}
 
 func (x *KvSnapshotFile) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[7]
+	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -548,7 +628,7 @@ func (x *KvSnapshotFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvSnapshotFile.ProtoReflect.Descriptor instead.
 func (*KvSnapshotFile) Descriptor() ([]byte, []int) {
-	return file_strom_v1_coordinator_internal_proto_rawDescGZIP(), []int{7}
+	return file_strom_v1_coordinator_internal_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *KvSnapshotFile) GetName() string {
@@ -580,7 +660,7 @@ type CommitKvSnapshotResponse struct {
 
 func (x *CommitKvSnapshotResponse) Reset() {
 	*x = CommitKvSnapshotResponse{}
-	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[8]
+	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -592,7 +672,7 @@ func (x *CommitKvSnapshotResponse) String() string {
 func (*CommitKvSnapshotResponse) ProtoMessage() {}
 
 func (x *CommitKvSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[8]
+	mi := &file_strom_v1_coordinator_internal_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -605,14 +685,17 @@ func (x *CommitKvSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitKvSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*CommitKvSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_strom_v1_coordinator_internal_proto_rawDescGZIP(), []int{8}
+	return file_strom_v1_coordinator_internal_proto_rawDescGZIP(), []int{10}
 }
 
 var File_strom_v1_coordinator_internal_proto protoreflect.FileDescriptor
 
 const file_strom_v1_coordinator_internal_proto_rawDesc = "" +
 	"\n" +
-	"#strom/v1/coordinator_internal.proto\x12\bstrom.v1\"\xba\x01\n" +
+	"#strom/v1/coordinator_internal.proto\x12\bstrom.v1\".\n" +
+	"\x13NodeStartingRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\"\x16\n" +
+	"\x14NodeStartingResponse\"\xba\x01\n" +
 	"\x10AdjustIsrRequest\x12\x19\n" +
 	"\btable_id\x18\x01 \x01(\x03R\atableId\x12\x16\n" +
 	"\x06bucket\x18\x02 \x01(\x05R\x06bucket\x12\x1b\n" +
@@ -658,11 +741,12 @@ const file_strom_v1_coordinator_internal_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x12\n" +
 	"\x04size\x18\x03 \x01(\x03R\x04size\"\x1a\n" +
-	"\x18CommitKvSnapshotResponse2\xad\x02\n" +
+	"\x18CommitKvSnapshotResponse2\xfc\x02\n" +
 	"\x1aCoordinatorInternalService\x12D\n" +
 	"\tAdjustIsr\x12\x1a.strom.v1.AdjustIsrRequest\x1a\x1b.strom.v1.AdjustIsrResponse\x12n\n" +
 	"\x17CommitRemoteLogManifest\x12(.strom.v1.CommitRemoteLogManifestRequest\x1a).strom.v1.CommitRemoteLogManifestResponse\x12Y\n" +
-	"\x10CommitKvSnapshot\x12!.strom.v1.CommitKvSnapshotRequest\x1a\".strom.v1.CommitKvSnapshotResponseB Z\x1estrom/rpc/gen/strom/v1;stromv1b\x06proto3"
+	"\x10CommitKvSnapshot\x12!.strom.v1.CommitKvSnapshotRequest\x1a\".strom.v1.CommitKvSnapshotResponse\x12M\n" +
+	"\fNodeStarting\x12\x1d.strom.v1.NodeStartingRequest\x1a\x1e.strom.v1.NodeStartingResponseB Z\x1estrom/rpc/gen/strom/v1;stromv1b\x06proto3"
 
 var (
 	file_strom_v1_coordinator_internal_proto_rawDescOnce sync.Once
@@ -676,33 +760,37 @@ func file_strom_v1_coordinator_internal_proto_rawDescGZIP() []byte {
 	return file_strom_v1_coordinator_internal_proto_rawDescData
 }
 
-var file_strom_v1_coordinator_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_strom_v1_coordinator_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_strom_v1_coordinator_internal_proto_goTypes = []any{
-	(*AdjustIsrRequest)(nil),                // 0: strom.v1.AdjustIsrRequest
-	(*AdjustIsrResponse)(nil),               // 1: strom.v1.AdjustIsrResponse
-	(*CommitRemoteLogManifestRequest)(nil),  // 2: strom.v1.CommitRemoteLogManifestRequest
-	(*RemoteLogSegment)(nil),                // 3: strom.v1.RemoteLogSegment
-	(*CommitRemoteLogManifestResponse)(nil), // 4: strom.v1.CommitRemoteLogManifestResponse
-	(*CommitKvSnapshotRequest)(nil),         // 5: strom.v1.CommitKvSnapshotRequest
-	(*KvSnapshot)(nil),                      // 6: strom.v1.KvSnapshot
-	(*KvSnapshotFile)(nil),                  // 7: strom.v1.KvSnapshotFile
-	(*CommitKvSnapshotResponse)(nil),        // 8: strom.v1.CommitKvSnapshotResponse
+	(*NodeStartingRequest)(nil),             // 0: strom.v1.NodeStartingRequest
+	(*NodeStartingResponse)(nil),            // 1: strom.v1.NodeStartingResponse
+	(*AdjustIsrRequest)(nil),                // 2: strom.v1.AdjustIsrRequest
+	(*AdjustIsrResponse)(nil),               // 3: strom.v1.AdjustIsrResponse
+	(*CommitRemoteLogManifestRequest)(nil),  // 4: strom.v1.CommitRemoteLogManifestRequest
+	(*RemoteLogSegment)(nil),                // 5: strom.v1.RemoteLogSegment
+	(*CommitRemoteLogManifestResponse)(nil), // 6: strom.v1.CommitRemoteLogManifestResponse
+	(*CommitKvSnapshotRequest)(nil),         // 7: strom.v1.CommitKvSnapshotRequest
+	(*KvSnapshot)(nil),                      // 8: strom.v1.KvSnapshot
+	(*KvSnapshotFile)(nil),                  // 9: strom.v1.KvSnapshotFile
+	(*CommitKvSnapshotResponse)(nil),        // 10: strom.v1.CommitKvSnapshotResponse
 }
 var file_strom_v1_coordinator_internal_proto_depIdxs = []int32{
-	3, // 0: strom.v1.CommitRemoteLogManifestRequest.segments:type_name -> strom.v1.RemoteLogSegment
-	6, // 1: strom.v1.CommitKvSnapshotRequest.snapshots:type_name -> strom.v1.KvSnapshot
-	7, // 2: strom.v1.KvSnapshot.files:type_name -> strom.v1.KvSnapshotFile
-	0, // 3: strom.v1.CoordinatorInternalService.AdjustIsr:input_type -> strom.v1.AdjustIsrRequest
-	2, // 4: strom.v1.CoordinatorInternalService.CommitRemoteLogManifest:input_type -> strom.v1.CommitRemoteLogManifestRequest
-	5, // 5: strom.v1.CoordinatorInternalService.CommitKvSnapshot:input_type -> strom.v1.CommitKvSnapshotRequest
-	1, // 6: strom.v1.CoordinatorInternalService.AdjustIsr:output_type -> strom.v1.AdjustIsrResponse
-	4, // 7: strom.v1.CoordinatorInternalService.CommitRemoteLogManifest:output_type -> strom.v1.CommitRemoteLogManifestResponse
-	8, // 8: strom.v1.CoordinatorInternalService.CommitKvSnapshot:output_type -> strom.v1.CommitKvSnapshotResponse
-	6, // [6:9] is the sub-list for method output_type
-	3, // [3:6] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	5,  // 0: strom.v1.CommitRemoteLogManifestRequest.segments:type_name -> strom.v1.RemoteLogSegment
+	8,  // 1: strom.v1.CommitKvSnapshotRequest.snapshots:type_name -> strom.v1.KvSnapshot
+	9,  // 2: strom.v1.KvSnapshot.files:type_name -> strom.v1.KvSnapshotFile
+	2,  // 3: strom.v1.CoordinatorInternalService.AdjustIsr:input_type -> strom.v1.AdjustIsrRequest
+	4,  // 4: strom.v1.CoordinatorInternalService.CommitRemoteLogManifest:input_type -> strom.v1.CommitRemoteLogManifestRequest
+	7,  // 5: strom.v1.CoordinatorInternalService.CommitKvSnapshot:input_type -> strom.v1.CommitKvSnapshotRequest
+	0,  // 6: strom.v1.CoordinatorInternalService.NodeStarting:input_type -> strom.v1.NodeStartingRequest
+	3,  // 7: strom.v1.CoordinatorInternalService.AdjustIsr:output_type -> strom.v1.AdjustIsrResponse
+	6,  // 8: strom.v1.CoordinatorInternalService.CommitRemoteLogManifest:output_type -> strom.v1.CommitRemoteLogManifestResponse
+	10, // 9: strom.v1.CoordinatorInternalService.CommitKvSnapshot:output_type -> strom.v1.CommitKvSnapshotResponse
+	1,  // 10: strom.v1.CoordinatorInternalService.NodeStarting:output_type -> strom.v1.NodeStartingResponse
+	7,  // [7:11] is the sub-list for method output_type
+	3,  // [3:7] is the sub-list for method input_type
+	3,  // [3:3] is the sub-list for extension type_name
+	3,  // [3:3] is the sub-list for extension extendee
+	0,  // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_strom_v1_coordinator_internal_proto_init() }
@@ -716,7 +804,7 @@ func file_strom_v1_coordinator_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strom_v1_coordinator_internal_proto_rawDesc), len(file_strom_v1_coordinator_internal_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -43,6 +43,9 @@ const (
 	// CoordinatorInternalServiceCommitKvSnapshotProcedure is the fully-qualified name of the
 	// CoordinatorInternalService's CommitKvSnapshot RPC.
 	CoordinatorInternalServiceCommitKvSnapshotProcedure = "/strom.v1.CoordinatorInternalService/CommitKvSnapshot"
+	// CoordinatorInternalServiceNodeStartingProcedure is the fully-qualified name of the
+	// CoordinatorInternalService's NodeStarting RPC.
+	CoordinatorInternalServiceNodeStartingProcedure = "/strom.v1.CoordinatorInternalService/NodeStarting"
 )
 
 // CoordinatorInternalServiceClient is a client for the strom.v1.CoordinatorInternalService service.
@@ -67,6 +70,13 @@ type CoordinatorInternalServiceClient interface {
 	// as its leader asks (Fluss's CommitKvSnapshot), fenced like
 	// CommitRemoteLogManifest.
 	CommitKvSnapshot(context.Context, *connect.Request[v1.CommitKvSnapshotRequest]) (*connect.Response[v1.CommitKvSnapshotResponse], error)
+	// NodeStarting is a tablet server's call when it starts, before it
+	// registers: it may have lost what it had not fsynced, so the
+	// coordinator takes it out of every ISR, moving leadership away (as if
+	// it were dead), and out of the last known ISR of every offline bucket
+	// that names another node too (server/coordinator/DESIGN.md, "A node
+	// starting again"). Answered once written.
+	NodeStarting(context.Context, *connect.Request[v1.NodeStartingRequest]) (*connect.Response[v1.NodeStartingResponse], error)
 }
 
 // NewCoordinatorInternalServiceClient constructs a client for the
@@ -98,6 +108,12 @@ func NewCoordinatorInternalServiceClient(httpClient connect.HTTPClient, baseURL 
 			connect.WithSchema(coordinatorInternalServiceMethods.ByName("CommitKvSnapshot")),
 			connect.WithClientOptions(opts...),
 		),
+		nodeStarting: connect.NewClient[v1.NodeStartingRequest, v1.NodeStartingResponse](
+			httpClient,
+			baseURL+CoordinatorInternalServiceNodeStartingProcedure,
+			connect.WithSchema(coordinatorInternalServiceMethods.ByName("NodeStarting")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -106,6 +122,7 @@ type coordinatorInternalServiceClient struct {
 	adjustIsr               *connect.Client[v1.AdjustIsrRequest, v1.AdjustIsrResponse]
 	commitRemoteLogManifest *connect.Client[v1.CommitRemoteLogManifestRequest, v1.CommitRemoteLogManifestResponse]
 	commitKvSnapshot        *connect.Client[v1.CommitKvSnapshotRequest, v1.CommitKvSnapshotResponse]
+	nodeStarting            *connect.Client[v1.NodeStartingRequest, v1.NodeStartingResponse]
 }
 
 // AdjustIsr calls strom.v1.CoordinatorInternalService.AdjustIsr.
@@ -121,6 +138,11 @@ func (c *coordinatorInternalServiceClient) CommitRemoteLogManifest(ctx context.C
 // CommitKvSnapshot calls strom.v1.CoordinatorInternalService.CommitKvSnapshot.
 func (c *coordinatorInternalServiceClient) CommitKvSnapshot(ctx context.Context, req *connect.Request[v1.CommitKvSnapshotRequest]) (*connect.Response[v1.CommitKvSnapshotResponse], error) {
 	return c.commitKvSnapshot.CallUnary(ctx, req)
+}
+
+// NodeStarting calls strom.v1.CoordinatorInternalService.NodeStarting.
+func (c *coordinatorInternalServiceClient) NodeStarting(ctx context.Context, req *connect.Request[v1.NodeStartingRequest]) (*connect.Response[v1.NodeStartingResponse], error) {
+	return c.nodeStarting.CallUnary(ctx, req)
 }
 
 // CoordinatorInternalServiceHandler is an implementation of the strom.v1.CoordinatorInternalService
@@ -146,6 +168,13 @@ type CoordinatorInternalServiceHandler interface {
 	// as its leader asks (Fluss's CommitKvSnapshot), fenced like
 	// CommitRemoteLogManifest.
 	CommitKvSnapshot(context.Context, *connect.Request[v1.CommitKvSnapshotRequest]) (*connect.Response[v1.CommitKvSnapshotResponse], error)
+	// NodeStarting is a tablet server's call when it starts, before it
+	// registers: it may have lost what it had not fsynced, so the
+	// coordinator takes it out of every ISR, moving leadership away (as if
+	// it were dead), and out of the last known ISR of every offline bucket
+	// that names another node too (server/coordinator/DESIGN.md, "A node
+	// starting again"). Answered once written.
+	NodeStarting(context.Context, *connect.Request[v1.NodeStartingRequest]) (*connect.Response[v1.NodeStartingResponse], error)
 }
 
 // NewCoordinatorInternalServiceHandler builds an HTTP handler from the service implementation. It
@@ -173,6 +202,12 @@ func NewCoordinatorInternalServiceHandler(svc CoordinatorInternalServiceHandler,
 		connect.WithSchema(coordinatorInternalServiceMethods.ByName("CommitKvSnapshot")),
 		connect.WithHandlerOptions(opts...),
 	)
+	coordinatorInternalServiceNodeStartingHandler := connect.NewUnaryHandler(
+		CoordinatorInternalServiceNodeStartingProcedure,
+		svc.NodeStarting,
+		connect.WithSchema(coordinatorInternalServiceMethods.ByName("NodeStarting")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/strom.v1.CoordinatorInternalService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case CoordinatorInternalServiceAdjustIsrProcedure:
@@ -181,6 +216,8 @@ func NewCoordinatorInternalServiceHandler(svc CoordinatorInternalServiceHandler,
 			coordinatorInternalServiceCommitRemoteLogManifestHandler.ServeHTTP(w, r)
 		case CoordinatorInternalServiceCommitKvSnapshotProcedure:
 			coordinatorInternalServiceCommitKvSnapshotHandler.ServeHTTP(w, r)
+		case CoordinatorInternalServiceNodeStartingProcedure:
+			coordinatorInternalServiceNodeStartingHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -200,4 +237,8 @@ func (UnimplementedCoordinatorInternalServiceHandler) CommitRemoteLogManifest(co
 
 func (UnimplementedCoordinatorInternalServiceHandler) CommitKvSnapshot(context.Context, *connect.Request[v1.CommitKvSnapshotRequest]) (*connect.Response[v1.CommitKvSnapshotResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strom.v1.CoordinatorInternalService.CommitKvSnapshot is not implemented"))
+}
+
+func (UnimplementedCoordinatorInternalServiceHandler) NodeStarting(context.Context, *connect.Request[v1.NodeStartingRequest]) (*connect.Response[v1.NodeStartingResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strom.v1.CoordinatorInternalService.NodeStarting is not implemented"))
 }
