@@ -344,6 +344,24 @@ func TestFlussKvKeys(t *testing.T) {
 		BucketsReq: []*flusspb.PbPutKvReqForBucket{{BucketId: proto.Int32(7), Records: first[0]}}}); protocol.ErrorCode(r[7].GetErrorCode()) != protocol.InvalidTableException || !strings.Contains(r[7].GetErrorMessage(), "buckets 0..1") {
 		t.Fatalf("PUT_KV to bucket 7 of 2: %v, want INVALID_TABLE_EXCEPTION naming the buckets", r[7])
 	}
+	// agg_mode: OVERWRITE (1) on a table without a merge engine is the
+	// same write; past a merge engine, or 2, it is refused.
+	over := putReq(kc.batches(record.NoWriterID, record.NoBatchSequence, []record.Row{want[1]}, nil))
+	over.AggMode = proto.Int32(1)
+	for b, r := range put(over) {
+		if r.ErrorCode != nil {
+			t.Fatalf("PUT_KV agg_mode 1 (OVERWRITE), bucket %d: %v", b, r)
+		}
+	}
+	over.AggMode = proto.Int32(2)
+	if code := flussCall(t, c, protocol.PutKv, over, &resp); code == protocol.None {
+		t.Fatal("PUT_KV agg_mode 2 (LOCAL_AGGREGATE) answered")
+	}
+	firstRow := createTableFull(t, s, "fluss", "first_row", ddl, 1, map[string]string{"table.merge-engine": "FIRST_ROW"}, "id")
+	over.TableId, over.AggMode = proto.Int64(firstRow.TableId), proto.Int32(1)
+	if code := flussCall(t, c, protocol.PutKv, over, &resp); code == protocol.None {
+		t.Fatal("PUT_KV agg_mode 1 (OVERWRITE) past a FIRST_ROW merge engine answered")
+	}
 	var lr flusspb.LookupResponse
 	if code := flussCall(t, c, protocol.Lookup, &flusspb.LookupRequest{TableId: proto.Int64(12345)}, &lr); code != protocol.TableNotExist {
 		t.Fatalf("LOOKUP of a missing table: %s, want TABLE_NOT_EXIST", code)

@@ -143,6 +143,29 @@ func targetColumns(t catalog.Table, cols []int32) ([]int, error) {
 	return out, nil
 }
 
+// Fluss's PUT_KV agg_mode values (MergeMode).
+const (
+	aggModeAggregate = 0 // through the table's merge engine (the default)
+	aggModeOverwrite = 1 // past it: the rows replace the stored ones
+)
+
+// checkAggMode checks PUT_KV's agg_mode: AGGREGATE (0, the default), or
+// OVERWRITE (1, which Flink's sink sends to undo a failed write) on a
+// table without a merge engine, where the two are the same write. Bypassing
+// a merge engine, and Fluss's reserved LOCAL_AGGREGATE (2), are refused.
+func checkAggMode(t catalog.Table, mode int32) error {
+	switch {
+	case mode == aggModeAggregate:
+		return nil
+	case mode == aggModeOverwrite && t.Registration.Properties[record.OptMergeEngine] == "":
+		return nil
+	case mode == aggModeOverwrite:
+		return &record.InvalidError{Field: "agg_mode", Reason: fmt.Sprintf("OVERWRITE (1) past %s.%s's merge engine (%s) is not served; write with AGGREGATE (0)",
+			t.Database, t.Name, t.Registration.Properties[record.OptMergeEngine])}
+	}
+	return &record.InvalidError{Field: "agg_mode", Reason: fmt.Sprintf("want 0 (AGGREGATE) or 1 (OVERWRITE), got %d", mode)}
+}
+
 // putKv is PUT_KV: each bucket's KV batch, in Fluss's layout, which is
 // Strom's, goes through the node's PutKv (the Connect API's path: batch
 // checks, idempotence, merge, changelog append, acks), buckets
@@ -156,13 +179,11 @@ func (s *Server) putKv(ctx context.Context, version int16, req *flusspb.PutKvReq
 	if err := checkAcks(acks); err != nil {
 		return nil, err
 	}
-	if m := req.GetAggMode(); m != 0 {
-		// OVERWRITE (1) bypasses an aggregating merge engine to undo a
-		// failed write; LOCAL_AGGREGATE (2) Fluss does not support either.
-		return nil, &record.InvalidError{Field: "agg_mode", Reason: fmt.Sprintf("Strom serves 0 (AGGREGATE, the default) only, got %d", m)}
-	}
 	t, err := kvTable(n, req.GetTableId(), version)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkAggMode(t, req.GetAggMode()); err != nil {
 		return nil, err
 	}
 	targets, err := targetColumns(t, req.TargetColumns)
