@@ -75,6 +75,10 @@ var (
 	// CodeRemoteUnavailable: remote storage (remote.data.dir) did not
 	// answer; a fetch below the local log start may be retried.
 	CodeRemoteUnavailable = Code{1002, "REMOTE_STORAGE_UNAVAILABLE", connect.CodeUnavailable, true}
+	// CodeKvRebuilding: the bucket's KV store failed a checksum (a damaged
+	// SST) and is being rebuilt from the log or a snapshot; a lookup may
+	// be retried (nothing from the damaged store is served).
+	CodeKvRebuilding = Code{1003, "KV_REBUILDING", connect.CodeUnavailable, true}
 )
 
 // ErrNotReady: the node is starting (catching up with the metadata) or
@@ -157,6 +161,7 @@ var sentinels = []struct {
 	{kv.ErrPartialUpdateUnsupported, CodeInvalidTargetColumn},
 	{kv.ErrSchemaMismatch, CodeSchemaNotExist},
 	{kv.ErrClosed, CodeUnknownBucket},
+	{kv.ErrStoreCorrupt, CodeKvRebuilding},
 	{kv.ErrAheadOfLog, CodeKvStorage},
 	{kv.ErrTruncateBelowFlushed, CodeKvStorage},
 	{kv.ErrCorrupt, CodeKvStorage},

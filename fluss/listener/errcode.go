@@ -26,6 +26,7 @@ var overrides = map[int32]protocol.ErrorCode{
 	rpc.CodeTooManyScanners.Num:   protocol.UnknownServerError,
 	rpc.CodeLimitExceeded.Num:     protocol.UnknownServerError,
 	rpc.CodeRemoteUnavailable.Num: protocol.LogStorageException,
+	rpc.CodeKvRebuilding.Num:      protocol.LeaderNotAvailableException, // retriable: the KV is rebuilt meanwhile
 }
 
 // errorCode is the Fluss error code a handler's error answers with, and

@@ -83,6 +83,9 @@ func loadID(fs vfs.FS, dir string) (string, error) {
 func (t *Tablet) Checkpoint(dir string) (int64, error) {
 	// readMu (shared) keeps Close from closing Pebble under these calls;
 	// Close marks the tablet closed before it takes readMu.
+	if err := t.refuseDamaged(); err != nil {
+		return 0, fmt.Errorf("kv: checkpoint: %w", err)
+	}
 	t.readMu.RLock()
 	err := ErrClosed
 	if !t.isClosed() {
@@ -155,6 +158,7 @@ func ReplaceDir(fs vfs.FS, dir, checkpointDir string) error {
 func (t *Tablet) Restore(checkpointDir string) error {
 	t.writeMu.Lock()
 	defer t.writeMu.Unlock()
+	seen := t.damage.p.Load()
 	if err := t.swapDB(checkpointDir); err != nil {
 		return err
 	}
@@ -164,6 +168,7 @@ func (t *Tablet) Restore(checkpointDir string) error {
 		t.closeAfterFailure()
 		return err
 	}
+	t.damage.clearIf(seen) // the damaged database is gone
 	t.lg.Info("restored from a snapshot", "flushed", t.FlushedOffset())
 	return nil
 }
@@ -192,7 +197,7 @@ func (t *Tablet) swapDB(checkpointDir string) error {
 	}
 	var db *pebble.DB
 	if err == nil {
-		db, t.id, err = openPebble(t.cfg)
+		db, t.id, err = openPebble(t.cfg, &t.damage)
 	}
 	if err != nil {
 		t.mu.Lock()

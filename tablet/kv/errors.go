@@ -42,6 +42,11 @@ var (
 	// its log (a follower's log appended batches after its BecomeLeader, or
 	// BecomeLeader failed to replay them). Nothing was appended.
 	ErrBehindLog = errors.New("kv: kv has not applied the whole log")
+	// ErrStoreCorrupt: Pebble found a checksum failure in the tablet's
+	// database (a damaged SST, corrupt.go); reads and writes are refused
+	// until the KV is rebuilt from the log or restored from a snapshot.
+	// Retriable: the rebuild serves them again, nothing wrong is served.
+	ErrStoreCorrupt = errors.New("kv: pebble store corrupt, being rebuilt")
 	// ErrCorrupt: bytes in Pebble or in the changelog that cannot be decoded
 	// with the tablet's schema.
 	ErrCorrupt = errors.New("kv: corrupt data")

@@ -27,6 +27,9 @@ func (t *Tablet) Lookup(keys [][]byte) ([][]byte, error) {
 	if t.isClosed() {
 		return nil, ErrClosed
 	}
+	if err := t.refuseDamaged(); err != nil {
+		return nil, err
+	}
 	for i, k := range keys {
 		if len(k) == 0 {
 			continue // the meta key, never a row
@@ -36,7 +39,7 @@ func (t *Tablet) Lookup(keys [][]byte) ([][]byte, error) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("kv: lookup: %w", err)
+			return nil, fmt.Errorf("kv: lookup: %w", t.pebbleErr(err))
 		}
 		out[i] = append([]byte(nil), v...)
 		closer.Close()
@@ -76,9 +79,12 @@ func (t *Tablet) scan(lower, upper []byte, n, maxBytes int) (out [][]byte, more 
 	if t.isClosed() {
 		return nil, false, ErrClosed
 	}
+	if err := t.refuseDamaged(); err != nil {
+		return nil, false, err
+	}
 	it, err := t.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
-		return nil, false, fmt.Errorf("kv: scan: %w", err)
+		return nil, false, fmt.Errorf("kv: scan: %w", t.pebbleErr(err))
 	}
 	size := 0
 	for ok := it.First(); ok && (n < 0 || len(out) < n); ok = it.Next() {
@@ -89,7 +95,7 @@ func (t *Tablet) scan(lower, upper []byte, n, maxBytes int) (out [][]byte, more 
 		out = append(out, append([]byte(nil), it.Value()...))
 	}
 	if err := it.Close(); err != nil {
-		return nil, false, fmt.Errorf("kv: scan: %w", err)
+		return nil, false, fmt.Errorf("kv: scan: %w", t.pebbleErr(err))
 	}
 	return out, more, nil
 }
@@ -135,6 +141,9 @@ func (t *Tablet) Snapshot() (*Snapshot, error) {
 	if t.mu.closed {
 		return nil, ErrClosed
 	}
+	if err := t.refuseDamaged(); err != nil {
+		return nil, err
+	}
 	// flushMu is not held, but mu is: a flush updates mu.flushed after its
 	// Pebble commit, so offset ≤ the view's real flushed offset. Read the
 	// meta key from the snapshot itself for the exact value.
@@ -165,13 +174,16 @@ func (s *Snapshot) Next(maxRows, maxBytes int) ([]KeyValue, error) {
 	if s.closed {
 		return nil, ErrClosed
 	}
+	if err := s.t.refuseDamaged(); err != nil {
+		return nil, err
+	}
 	lower := rowsLower
 	if s.resume != nil {
 		lower = append(append([]byte(nil), s.resume...), 0) // the smallest key after resume
 	}
 	it, err := s.snap.NewIter(&pebble.IterOptions{LowerBound: lower})
 	if err != nil {
-		return nil, fmt.Errorf("kv: scan snapshot: %w", err)
+		return nil, fmt.Errorf("kv: scan snapshot: %w", s.t.pebbleErr(err))
 	}
 	var out []KeyValue
 	size := 0
@@ -185,7 +197,7 @@ func (s *Snapshot) Next(maxRows, maxBytes int) ([]KeyValue, error) {
 		s.done = true
 	}
 	if err := it.Close(); err != nil {
-		return nil, fmt.Errorf("kv: scan snapshot: %w", err)
+		return nil, fmt.Errorf("kv: scan snapshot: %w", s.t.pebbleErr(err))
 	}
 	if len(out) > 0 {
 		s.resume = out[len(out)-1].Key

@@ -55,6 +55,8 @@ type Tablet struct {
 	rawValues bool
 	// id is the database's identity (checkpoint.go).
 	id string
+	// damage is the first corruption Pebble reported (corrupt.go).
+	damage damage
 
 	// writeMu serializes the changes that extend or cut the buffer:
 	// PutKv, ApplyChangelog, TruncateTo, Close. Lock order: writeMu, then
@@ -122,14 +124,13 @@ func Open(cfg Config) (*Tablet, error) {
 		builder.Release()
 		return nil, fmt.Errorf("kv: create %s: %w", cfg.Dir, err)
 	}
-	db, id, err := openPebble(cfg)
-	if err != nil {
+	t := &Tablet{
+		cfg: cfg, lg: cfg.logger().With("component", "kv", "dir", cfg.Dir), log: cfg.Log,
+		eng: eng, schema: s, rows: rows, keys: keys, compression: comp, builder: builder,
+	}
+	if t.db, t.id, err = openPebble(cfg, &t.damage); err != nil {
 		builder.Release()
 		return nil, err
-	}
-	t := &Tablet{
-		cfg: cfg, lg: cfg.logger().With("component", "kv", "dir", cfg.Dir), log: cfg.Log, db: db, id: id,
-		eng: eng, schema: s, rows: rows, keys: keys, compression: comp, builder: builder,
 	}
 	t.rawValues = true
 	for _, c := range s.Columns {
@@ -139,8 +140,14 @@ func Open(cfg Config) (*Tablet, error) {
 	}
 	t.mu.buf = newPreWriteBuffer()
 	t.mu.snapshots = map[*Snapshot]struct{}{}
-	if err := t.recover(); err != nil {
-		db.Close()
+	err = t.recover()
+	if err != nil && pebble.IsCorruptionError(err) {
+		err = t.openFresh(err)
+	}
+	if err != nil {
+		if t.db != nil {
+			t.db.Close()
+		}
 		builder.Release()
 		return nil, err
 	}
@@ -149,7 +156,8 @@ func Open(cfg Config) (*Tablet, error) {
 
 // openPebble opens the Pebble database in cfg.Dir (which exists) and
 // reads (or makes) its identity.
-func openPebble(cfg Config) (*pebble.DB, string, error) {
+// Pebble's corruption reports go to d.
+func openPebble(cfg Config, d *damage) (*pebble.DB, string, error) {
 	memTable := cfg.MemTableSize
 	if memTable == 0 {
 		memTable = DefaultMemTableSize
@@ -165,6 +173,7 @@ func openPebble(cfg Config) (*pebble.DB, string, error) {
 		DisableWAL:   cfg.DisableWAL,
 		Logger:       pebbleLogger{cfg.logger().With("component", "kv", "dir", cfg.Dir)},
 	}
+	opts.EventListener = eventListener(d, opts.Logger.(pebbleLogger))
 	// Bloom filters: PutKv reads every key it writes, and most inserts
 	// miss; without filters each miss reads a data block of every level.
 	opts.Levels[0].FilterPolicy = bloom.FilterPolicy(10)

@@ -67,6 +67,10 @@ func (t *Tablet) PutKv(ctx context.Context, batch record.KvBatch, targetColumns 
 		return log.AppendInfo{}, err
 	}
 
+	// A damaged store refuses at once, not after a rebuild holding writeMu.
+	if err := t.refuseDamaged(); err != nil {
+		return log.AppendInfo{}, err
+	}
 	t.writeMu.Lock()
 	defer t.writeMu.Unlock()
 	t.mu.Lock()
@@ -74,6 +78,9 @@ func (t *Tablet) PutKv(ctx context.Context, batch record.KvBatch, targetColumns 
 	t.mu.Unlock()
 	if closed {
 		return log.AppendInfo{}, ErrClosed
+	}
+	if err := t.refuseDamaged(); err != nil {
+		return log.AppendInfo{}, err
 	}
 	// Only PutKv appends to a leader's log, under writeMu, so the log end
 	// is stable here; a KV behind it would buffer changes at wrong offsets.
@@ -276,7 +283,7 @@ func (r *reader) current(i int, key []byte, pending map[string][]byte) (record.R
 		if r.it == nil {
 			it, err := t.db.NewIter(&pebble.IterOptions{LowerBound: rowsLower})
 			if err != nil {
-				return nil, fmt.Errorf("kv: record %d: read current row: %w", i, err)
+				return nil, fmt.Errorf("kv: record %d: read current row: %w", i, t.pebbleErr(err))
 			}
 			r.it = it
 		}
@@ -285,7 +292,7 @@ func (r *reader) current(i int, key []byte, pending map[string][]byte) (record.R
 		if r.it.SeekPrefixGE(key) && bytes.Equal(r.it.Key(), key) {
 			v = r.it.Value()
 		} else if err := r.it.Error(); err != nil {
-			return nil, fmt.Errorf("kv: record %d: read current row: %w", i, err)
+			return nil, fmt.Errorf("kv: record %d: read current row: %w", i, t.pebbleErr(err))
 		}
 	}
 	if v == nil {

@@ -22,23 +22,8 @@ import (
 // the range stayed refused on the follower for good.
 func TestFollowerRefetchesACorruptRange(t *testing.T) {
 	tb := TableBucket{TableID: 1}
-	open := func(node int32) (*Replica, string) {
-		lc := log.DefaultConfig()
-		lc.Dir, lc.NoSync, lc.Logger = filepath.Join(t.TempDir(), "log"), true, metatest.Logger(t)
-		lc.SegmentBytes = 400 // a few batches a segment
-		lt, err := log.Open(lc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := newReplica(tb, node, lt, nil, lc.Logger, new(broadcast))
-		t.Cleanup(func() { _ = r.close() })
-		if err := r.setLeaderAndISR(1, 1, []int32{1, 2}); err != nil {
-			t.Fatal(err)
-		}
-		return r, lc.Dir
-	}
-	leader, _ := open(1)
-	follower, dir := open(2)
+	leader, _ := openSegmentedReplica(t, tb, 1)
+	follower, dir := openSegmentedReplica(t, tb, 2)
 	for range 20 {
 		if _, err := leader.Append(context.Background(), batch(3), 1); err != nil {
 			t.Fatal(err)
@@ -70,29 +55,7 @@ func TestFollowerRefetchesACorruptRange(t *testing.T) {
 		t.Fatalf("%d segments, want sealed ones", len(follower.log.Segments()))
 	}
 
-	// Flip a bit in the records of the first segment's second batch.
-	seg := filepath.Join(dir, "00000000000000000000.log")
-	data, err := os.ReadFile(seg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, rest, err := record.NextBatch(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	second, _, err := record.NextBatch(rest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := int64(len(first) + len(second) - 2)
-	fh, err := os.OpenFile(seg, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fh.WriteAt([]byte{data[at] ^ 0x10}, at); err != nil {
-		t.Fatal(err)
-	}
-	fh.Close()
+	flipSecondBatch(t, dir)
 	if _, err := follower.log.VerifyStep(1 << 20); err != nil {
 		t.Fatal(err)
 	}
@@ -142,23 +105,8 @@ func TestFollowerRefetchesACorruptRange(t *testing.T) {
 // repairTimeout.
 func TestLeaderRepairsACorruptRangeFromAFollower(t *testing.T) {
 	tb := TableBucket{TableID: 1}
-	open := func(node int32) (*Replica, string) {
-		lc := log.DefaultConfig()
-		lc.Dir, lc.NoSync, lc.Logger = filepath.Join(t.TempDir(), "log"), true, metatest.Logger(t)
-		lc.SegmentBytes = 400 // a few batches a segment
-		lt, err := log.Open(lc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := newReplica(tb, node, lt, nil, lc.Logger, new(broadcast))
-		t.Cleanup(func() { _ = r.close() })
-		if err := r.setLeaderAndISR(1, 1, []int32{1, 2}); err != nil {
-			t.Fatal(err)
-		}
-		return r, lc.Dir
-	}
-	leader, dir := open(1)
-	follower, _ := open(2)
+	leader, dir := openSegmentedReplica(t, tb, 1)
+	follower, _ := openSegmentedReplica(t, tb, 2)
 	for range 20 {
 		if _, err := leader.Append(context.Background(), batch(3), 1); err != nil {
 			t.Fatal(err)
@@ -187,29 +135,7 @@ func TestLeaderRepairsACorruptRangeFromAFollower(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Flip a bit in the records of the first segment's second batch.
-	seg := filepath.Join(dir, "00000000000000000000.log")
-	data, err := os.ReadFile(seg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, rest, err := record.NextBatch(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	second, _, err := record.NextBatch(rest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := int64(len(first) + len(second) - 2)
-	fh, err := os.OpenFile(seg, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fh.WriteAt([]byte{data[at] ^ 0x10}, at); err != nil {
-		t.Fatal(err)
-	}
-	fh.Close()
+	second := flipSecondBatch(t, dir)
 	if _, err := leader.log.VerifyStep(1 << 20); err != nil {
 		t.Fatal(err)
 	}
@@ -267,4 +193,53 @@ func TestLeaderRepairsACorruptRangeFromAFollower(t *testing.T) {
 			t.Errorf("ReadRange(%+v) = %d bytes, want an error", req, len(b))
 		}
 	}
+}
+
+// openSegmentedReplica opens a log replica of tb on node (segments of a few
+// batches) that follows node 1 at epoch 1 with ISR {1, 2}, and returns it
+// with its log directory.
+func openSegmentedReplica(t *testing.T, tb TableBucket, node int32) (*Replica, string) {
+	t.Helper()
+	lc := log.DefaultConfig()
+	lc.Dir, lc.NoSync, lc.Logger = filepath.Join(t.TempDir(), "log"), true, metatest.Logger(t)
+	lc.SegmentBytes = 400 // a few batches a segment
+	lt, err := log.Open(lc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newReplica(tb, node, lt, nil, lc.Logger, new(broadcast))
+	t.Cleanup(func() { _ = r.close() })
+	if err := r.setLeaderAndISR(1, 1, []int32{1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	return r, lc.Dir
+}
+
+// flipSecondBatch flips a bit in the records of the second batch of the
+// first segment in the log directory dir, and returns that batch as it was.
+func flipSecondBatch(t *testing.T, dir string) record.Batch {
+	t.Helper()
+	seg := filepath.Join(dir, "00000000000000000000.log")
+	data, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, rest, err := record.NextBatch(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, _, err := record.NextBatch(rest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := int64(len(first) + len(second) - 2)
+	fh, err := os.OpenFile(seg, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	if _, err := fh.WriteAt([]byte{data[at] ^ 0x10}, at); err != nil {
+		t.Fatal(err)
+	}
+	return second
 }

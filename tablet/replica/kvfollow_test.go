@@ -19,6 +19,7 @@ import (
 type kvReplica struct {
 	*Replica
 	t    *testing.T
+	dir  string // the replica's directory: log/ and kv/
 	desc record.TableDescriptor
 	rows *record.CompactedRowCodec
 	keys *record.KeyCodec
@@ -46,7 +47,7 @@ func openKVReplica(t *testing.T, node int32) *kvReplica {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &kvReplica{Replica: newReplica(TableBucket{TableID: 1}, node, lt, kt, lg, new(broadcast)), t: t, desc: desc}
+	r := &kvReplica{Replica: newReplica(TableBucket{TableID: 1}, node, lt, kt, lg, new(broadcast)), t: t, dir: dir, desc: desc}
 	t.Cleanup(func() {
 		if err := r.close(); err != nil {
 			t.Error(err)

@@ -237,6 +237,9 @@ type State struct {
 	// CorruptRepaired those it, as the leader, rewrote in place from a
 	// follower's copy (log.Tablet.RepairedRanges).
 	CorruptBatches, CorruptRefetched, CorruptRepaired int64
+	// KVRebuilt counts the times this replica's KV store, damaged (a
+	// Pebble checksum failure), was rebuilt (repairKV).
+	KVRebuilt int64
 }
 
 // State returns a snapshot of the replica's role and progress.
@@ -247,7 +250,7 @@ func (r *Replica) State() State {
 		Leader: r.mu.leader, LeaderEpoch: r.mu.leaderEpoch, ISR: slices.Clone(r.mu.isr),
 		HighWatermark: r.log.HighWatermark(), LogStartOffset: r.log.LogStartOffset(), LogEndOffset: r.log.LogEndOffset(),
 		CorruptBatches: r.log.CorruptBatches(), CorruptRefetched: r.mu.corruptRefetched,
-		CorruptRepaired: r.log.RepairedRanges(),
+		CorruptRepaired: r.log.RepairedRanges(), KVRebuilt: r.mu.kvRebuilt,
 	}
 	if r.mu.leader == r.nodeID {
 		st.Followers = maps.Clone(r.mu.followers)

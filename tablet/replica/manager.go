@@ -140,9 +140,13 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.mu.Unlock()
 	var bg sync.WaitGroup
 	defer bg.Wait() // before closeAll
+	// The background tasks end when Run does, whichever way it returns.
+	ctx, stopBG := context.WithCancel(ctx)
+	defer stopBG() // before bg.Wait
 	if m.cfg.SegmentVerifyRate > 0 {
 		bg.Go(func() { m.verifySegments(ctx) })
 	}
+	bg.Go(func() { m.repairKVs(ctx) })
 	if m.cfg.ISR != nil && m.cfg.MaxLagTime > 0 {
 		bg.Go(func() { m.checkISRs(ctx) })
 	}

@@ -136,6 +136,10 @@ type Replica struct {
 		// repairAfter is, on a leader, when it tries again to repair its
 		// damaged ranges after a failed try (repairAsLeader).
 		repairAfter time.Time
+		// kvRepairAfter is when it tries again to rebuild its damaged KV
+		// after a failed try (repairKV); kvRebuilt counts the rebuilds.
+		kvRepairAfter time.Time
+		kvRebuilt     int64
 	}
 	// gapWait is how long such a batch waits (gapWait; tests change it).
 	gapWait time.Duration
