@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -63,7 +64,7 @@ func TestFeatureLevelOfOneNode(t *testing.T) {
 		_ = s2.Stop(ctx)
 		t.Fatal("a build below the cluster's feature level started")
 	}
-	if !errors.Is(err, catalog.ErrFeatureLevel) || !strings.Contains(err.Error(), "feature level 2") {
-		t.Fatalf("start below the cluster's level: %v, want ErrFeatureLevel naming level 2", err)
+	if want := fmt.Sprintf("feature level %d", catalog.SupportedFeatureLevel+1); !errors.Is(err, catalog.ErrFeatureLevel) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("start below the cluster's level: %v, want ErrFeatureLevel naming %s", err, want)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"connectrpc.com/connect"
 
 	"strom/raftmeta"
+	"strom/raftmeta/catalog"
 	"strom/rpc"
 	stromv1 "strom/rpc/gen/strom/v1"
 	"strom/rpc/gen/strom/v1/stromv1connect"
@@ -128,6 +129,9 @@ type replicaPeers struct {
 	// ranges are the clients of ReadReplicaRange, whose answers are
 	// bounded like a fetch answer.
 	ranges *peerClients[stromv1connect.ReplicaServiceClient]
+	// level is the cluster's active feature level (Server.featureLevel),
+	// asked before a call that came with a later level than the first.
+	level func() int
 
 	mu   sync.Mutex
 	bufs map[int32][]byte // by leader: the last fetch's answer, for the next to read into
@@ -140,7 +144,7 @@ func newReplicaPeers(s *Server) *replicaPeers {
 		return stromv1connect.NewReplicaServiceClient(h, url, append(opts, connect.WithReadMaxBytes(readMax))...)
 	}
 	return &replicaPeers{s: s, http: hc, clients: newPeerClients(hc, stromv1connect.NewReplicaServiceClient),
-		ranges: newPeerClients(hc, bounded), bufs: map[int32][]byte{}}
+		ranges: newPeerClients(hc, bounded), level: s.featureLevel, bufs: map[int32][]byte{}}
 }
 
 // peerClients keeps a Connect client of one service per node address, for
@@ -240,10 +244,16 @@ func (p *replicaPeers) OffsetForLeaderEpoch(ctx context.Context, leader int32, t
 
 // ReadReplicaRange calls node's ReadReplicaRange, for a leader repairing a
 // damaged range of its log. The answer is bounded like a fetch's (one
-// batch may exceed max_bytes). A node that predates the call answers
-// Unimplemented, returned as an error: the leader tries another follower
-// or leaves the range refused.
+// batch may exceed max_bytes). Below catalog.FeatureLevelReplicaRange (a
+// rolling upgrade from a build without the call is not over) nothing is
+// sent and the error wraps catalog.ErrFeatureNotActive; should a node that
+// predates the call get it anyway, it answers Unimplemented, returned as an
+// error too. Either way the leader tries another follower or leaves the
+// range refused, and tries again later.
 func (p *replicaPeers) ReadReplicaRange(ctx context.Context, node int32, req replica.RangeRequest) ([]byte, error) {
+	if err := catalog.CheckFeatureActive("ReadReplicaRange", catalog.FeatureLevelReplicaRange, p.level()); err != nil {
+		return nil, err
+	}
 	addr, err := p.addr(node)
 	if err != nil {
 		return nil, err
@@ -252,6 +262,9 @@ func (p *replicaPeers) ReadReplicaRange(ctx context.Context, node int32, req rep
 		LeaderId: req.Leader, TableId: req.TB.TableID, Bucket: req.TB.Bucket, LeaderEpoch: req.LeaderEpoch,
 		Offset: req.Offset, EndOffset: req.EndOffset, MaxBytes: int32(min(req.MaxBytes, 1<<30)),
 	}))
+	if connect.CodeOf(err) == connect.CodeUnimplemented {
+		return nil, fmt.Errorf("node %d has no ReadReplicaRange (a build before feature level %d): %w", node, catalog.FeatureLevelReplicaRange, err)
+	}
 	if err != nil {
 		return nil, rpc.RemoteErrorOf(err)
 	}

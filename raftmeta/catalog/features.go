@@ -31,14 +31,37 @@ const (
 	// or message; it is the level a cluster reaches once every node is new
 	// enough to refuse a downgrade.
 	FeatureLevelRegistered = 1
+	// FeatureLevelReplicaRange: a bucket's leader may call
+	// ReplicaService.ReadReplicaRange on its followers, to repair a damaged
+	// range of its log from their copies. A build of a lower level has no
+	// such call (it would answer Unimplemented), so a leader does not send
+	// it below this level.
+	FeatureLevelReplicaRange = 2
 )
 
 // SupportedFeatureLevel is the highest feature level this build speaks.
-const SupportedFeatureLevel = FeatureLevelRegistered
+const SupportedFeatureLevel = FeatureLevelReplicaRange
 
 // ErrFeatureLevel: this build is older than the cluster's active feature
 // level (a downgrade after the level moved).
 var ErrFeatureLevel = errors.New("catalog: the cluster's feature level is above this build's")
+
+// ErrFeatureNotActive: a node-to-node message of a feature level the
+// cluster has not reached yet (some member may run a build without it);
+// nothing was sent. raftmeta.ErrFeatureNotActive is its counterpart for
+// Raft commands.
+var ErrFeatureNotActive = errors.New("catalog: the cluster's active feature level does not include this message yet")
+
+// CheckFeatureActive returns nil when a message that came with level need
+// may be sent in a cluster at level active, and otherwise an error
+// wrapping ErrFeatureNotActive that names what and both levels.
+func CheckFeatureActive(what string, need, active int) error {
+	if active >= need {
+		return nil
+	}
+	return fmt.Errorf("%w: %s needs feature level %d, the cluster is at %d (a node may still run an older build): not sent",
+		ErrFeatureNotActive, what, need, active)
+}
 
 // ClusterFeatures is stored at /strom/features: the cluster's active
 // feature level. Absent: FeatureLevelBase.

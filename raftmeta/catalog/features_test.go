@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -85,7 +86,22 @@ func TestRegistrationFeatureLevel(t *testing.T) {
 		t.Fatalf("old registration: %+v, %v", old, err)
 	}
 	b := marshal(TabletServerRegistration{Listeners: "CLIENT://h:1", FeatureLevel: SupportedFeatureLevel})
-	if !strings.Contains(string(b), `"feature_level":1`) {
+	if !strings.Contains(string(b), `"feature_level":`+strconv.Itoa(SupportedFeatureLevel)) {
 		t.Fatalf("registration JSON %s has no feature_level", b)
+	}
+}
+
+// CheckFeatureActive lets a message through at its level and above, and
+// below it refuses with ErrFeatureNotActive naming the message and both
+// levels.
+func TestCheckFeatureActive(t *testing.T) {
+	for _, active := range []int{FeatureLevelReplicaRange, FeatureLevelReplicaRange + 1} {
+		if err := CheckFeatureActive("ReadReplicaRange", FeatureLevelReplicaRange, active); err != nil {
+			t.Errorf("at level %d: %v", active, err)
+		}
+	}
+	err := CheckFeatureActive("ReadReplicaRange", FeatureLevelReplicaRange, FeatureLevelRegistered)
+	if !errors.Is(err, ErrFeatureNotActive) || !strings.Contains(err.Error(), "ReadReplicaRange needs feature level 2, the cluster is at 1") {
+		t.Fatalf("below the level: %v, want ErrFeatureNotActive naming ReadReplicaRange and both levels", err)
 	}
 }
