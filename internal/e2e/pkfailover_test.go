@@ -96,52 +96,43 @@ func checkLookups(ctx context.Context, t *testing.T, l *client.Lookuper, h *upse
 	}
 }
 
-// TestReplicatedUpsertThroughLeaderSIGKILL: three real processes, a
-// primary-key table of replication factor 3 and min ISR 2, an idempotent
-// upsert writer with acks=-1 (upserts and some deletes). The leader of
-// bucket 0 is SIGKILLed failoverKills times, and restarted
-// each time once lookups were checked; before the next kill it is back in
-// the ISR. Right after each kill, lookups of every key (bucket 0's from
-// its new leader) return the latest acknowledged write of each key, or a
-// later one. At the end, every node is stopped and each replica's data
-// directory opened offline: its KV is exactly the fold of its changelog
-// (kv.Tablet.VerifyFold).
-func TestReplicatedUpsertThroughLeaderSIGKILL(t *testing.T) {
-	bin := buildStrom(t)
-	kills := failoverKills(t)
-	ctx, cancel := failoverContext(kills)
-	defer cancel()
-	rc := startReplicated(ctx, t, bin, client.WithRetryTimeout(60*time.Second))
-	schema := &stromv1.Schema{Columns: []*stromv1.Column{{Name: "id", Type: "BIGINT NOT NULL"}, {Name: "balance", Type: "BIGINT"}, {Name: "note", Type: "STRING"}},
-		PrimaryKey: []string{"id"}}
-	const buckets = 2
-	tbl := rc.createTable(ctx, "accounts", schema, buckets)
-	w, err := tbl.NewUpsertWriter(ctx, client.Acks(-1), client.BatchSize(8<<10), client.BatchTimeout(5*time.Millisecond),
-		client.DeliveryTimeout(2*time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := tbl.NewLookuper()
-	if err != nil {
-		t.Fatal(err)
-	}
+// upsertKeys is how many keys upsertLoad writes.
+const upsertKeys = 1000
 
-	const keys = 1000
-	h := &upsertHistory{writes: map[int64]map[int64]bool{}, acked: map[int64]int64{}, failed: map[string]int{}}
-	stop, done := make(chan struct{}), make(chan struct{})
+// upsertLoad upserts (and sometimes deletes) random keys of a primary-key
+// table of accountsSchema with acks=-1, about 10,000 writes a second, from
+// a goroutine, and records the history in h. Write i of a key upserts
+// balance i (note "write i") or, one time in ten, deletes it.
+type upsertLoad struct {
+	w          *client.UpsertWriter
+	h          upsertHistory
+	stop, done chan struct{}
+}
+
+// startUpsertLoad starts an upsertLoad on tbl; seed chooses the keys and
+// the deletes; opts are added to the writer's.
+func startUpsertLoad(ctx context.Context, t *testing.T, tbl *client.Table, seed uint64, opts ...client.WriterOption) *upsertLoad {
+	w, err := tbl.NewUpsertWriter(ctx, append([]client.WriterOption{client.Acks(-1), client.BatchSize(8 << 10),
+		client.BatchTimeout(5 * time.Millisecond)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &upsertLoad{w: w, stop: make(chan struct{}), done: make(chan struct{}),
+		h: upsertHistory{writes: map[int64]map[int64]bool{}, acked: map[int64]int64{}, failed: map[string]int{}}}
+	h := &u.h
 	go func() {
-		defer close(done)
+		defer close(u.done)
 		var wg sync.WaitGroup
 		defer wg.Wait()
-		rng := rand.New(rand.NewPCG(5, 6))
+		rng := rand.New(rand.NewPCG(seed, seed+1))
 		for i := int64(0); ; i++ {
 			select {
-			case <-stop:
+			case <-u.stop:
 				_ = w.Flush(ctx)
 				return
 			default:
 			}
-			key, del := rng.Int64N(keys), rng.IntN(10) == 0
+			key, del := rng.Int64N(upsertKeys), rng.IntN(10) == 0
 			h.mu.Lock()
 			if h.writes[key] == nil {
 				h.writes[key] = map[int64]bool{}
@@ -171,6 +162,42 @@ func TestReplicatedUpsertThroughLeaderSIGKILL(t *testing.T) {
 			}
 		}
 	}()
+	return u
+}
+
+// finish stops the writer once what it wrote is settled, and returns the
+// writer's Close error; h may be read without its lock afterwards.
+func (u *upsertLoad) finish(ctx context.Context) error {
+	close(u.stop)
+	<-u.done
+	return u.w.Close(ctx)
+}
+
+// TestReplicatedUpsertThroughLeaderSIGKILL: three real processes, a
+// primary-key table of replication factor 3 and min ISR 2, an idempotent
+// upsert writer with acks=-1 (upserts and some deletes). The leader of
+// bucket 0 is SIGKILLed failoverKills times, and restarted
+// each time once lookups were checked; before the next kill it is back in
+// the ISR. Right after each kill, lookups of every key (bucket 0's from
+// its new leader) return the latest acknowledged write of each key, or a
+// later one. At the end, every node is stopped and each replica's data
+// directory opened offline: its KV is exactly the fold of its changelog
+// (kv.Tablet.VerifyFold).
+func TestReplicatedUpsertThroughLeaderSIGKILL(t *testing.T) {
+	bin := buildStrom(t)
+	kills := failoverKills(t)
+	ctx, cancel := failoverContext(kills)
+	defer cancel()
+	rc := startReplicated(ctx, t, bin, client.WithRetryTimeout(60*time.Second))
+	const buckets = 2
+	tbl := rc.createTable(ctx, "accounts", accountsSchema, buckets)
+	ups := startUpsertLoad(ctx, t, tbl, 5, client.DeliveryTimeout(2*time.Minute))
+	h := &ups.h
+	l, err := tbl.NewLookuper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const keys = upsertKeys
 
 	for k := 1; k <= kills; k++ {
 		leader := rc.waitInSync(ctx, "accounts")[0]
@@ -185,9 +212,7 @@ func TestReplicatedUpsertThroughLeaderSIGKILL(t *testing.T) {
 		rc.restart(leader)
 	}
 	time.Sleep(500 * time.Millisecond)
-	close(stop)
-	<-done
-	if err := w.Close(ctx); err != nil {
+	if err := ups.finish(ctx); err != nil {
 		t.Logf("writer close: %v", err)
 	}
 	checkLookups(ctx, t, l, h, keys)

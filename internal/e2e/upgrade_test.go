@@ -3,16 +3,13 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"strom/client"
 	"strom/raftmeta/catalog"
-	"strom/record"
 	stromv1 "strom/rpc/gen/strom/v1"
 )
 
@@ -55,7 +52,7 @@ func TestRollingUpgrade(t *testing.T) {
 	pkTbl := rc.createTable(ctx, "upgrade_pk", accountsSchema, 2)
 	load := startAppendLoad(ctx, t, logTbl, client.DeliveryTimeout(retryCycle))
 	cons := startConsumer(ctx, t, logTbl)
-	ups := startUpsertLoad(ctx, t, pkTbl, client.DeliveryTimeout(retryCycle))
+	ups := startUpsertLoad(ctx, t, pkTbl, 15, client.DeliveryTimeout(retryCycle))
 
 	isNew := map[int]bool{}
 	for i, id := range rc.ids() {
@@ -122,7 +119,7 @@ func TestRollingUpgrade(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // writes at the new level
 
 	load.finish(ctx)
-	ups.finish(ctx)
+	_ = ups.finish(ctx)
 	gap := load.longestGap()
 	t.Logf("log table: %d rows acknowledged, failed appends by error: %v, longest time between two acknowledgements %v",
 		len(load.acked), load.failures, gap.Round(time.Millisecond))
@@ -174,77 +171,3 @@ func waitFeatureLevel(ctx context.Context, t *testing.T, rc *replicated, want in
 // accountsSchema is the primary-key tables' schema: (id, balance, note).
 var accountsSchema = &stromv1.Schema{Columns: []*stromv1.Column{{Name: "id", Type: "BIGINT NOT NULL"}, {Name: "balance", Type: "BIGINT"}, {Name: "note", Type: "STRING"}},
 	PrimaryKey: []string{"id"}}
-
-// upsertKeys is how many keys upsertLoad writes.
-const upsertKeys = 1000
-
-// upsertLoad upserts (and sometimes deletes) random keys of a primary-key
-// table of accountsSchema with acks=-1, about 10,000 writes a second, from
-// a goroutine, and records the history in h.
-type upsertLoad struct {
-	w          *client.UpsertWriter
-	h          upsertHistory
-	stop, done chan struct{}
-}
-
-func startUpsertLoad(ctx context.Context, t *testing.T, tbl *client.Table, opts ...client.WriterOption) *upsertLoad {
-	w, err := tbl.NewUpsertWriter(ctx, append([]client.WriterOption{client.Acks(-1), client.BatchSize(8 << 10),
-		client.BatchTimeout(5 * time.Millisecond)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &upsertLoad{w: w, stop: make(chan struct{}), done: make(chan struct{}),
-		h: upsertHistory{writes: map[int64]map[int64]bool{}, acked: map[int64]int64{}, failed: map[string]int{}}}
-	h := &u.h
-	go func() {
-		defer close(u.done)
-		var wg sync.WaitGroup
-		defer wg.Wait()
-		rng := rand.New(rand.NewPCG(15, 4))
-		for i := int64(0); ; i++ {
-			select {
-			case <-u.stop:
-				_ = w.Flush(ctx)
-				return
-			default:
-			}
-			key, del := rng.Int64N(upsertKeys), rng.IntN(10) == 0
-			h.mu.Lock()
-			if h.writes[key] == nil {
-				h.writes[key] = map[int64]bool{}
-			}
-			h.writes[key][i] = del
-			h.mu.Unlock()
-			var f *client.Future
-			if del {
-				f = w.Delete(ctx, record.Row{key, nil, nil})
-			} else {
-				f = w.Upsert(ctx, record.Row{key, i, fmt.Sprintf("write %d", i)})
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_, _, err := f.Wait(ctx)
-				h.mu.Lock()
-				defer h.mu.Unlock()
-				if err != nil {
-					h.failed[err.Error()]++
-				} else if prev, ok := h.acked[key]; !ok || i > prev {
-					h.acked[key] = i
-				}
-			}()
-			if i%50 == 0 {
-				time.Sleep(5 * time.Millisecond)
-			}
-		}
-	}()
-	return u
-}
-
-// finish stops the writer once what it wrote is settled; h may be read
-// without its lock afterwards.
-func (u *upsertLoad) finish(ctx context.Context) {
-	close(u.stop)
-	<-u.done
-	_ = u.w.Close(ctx)
-}
