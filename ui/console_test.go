@@ -18,6 +18,7 @@ import (
 
 	"strom/client"
 	"strom/internal/testcluster"
+	"strom/raftmeta/catalog"
 	"strom/record"
 	stromv1 "strom/rpc/gen/strom/v1"
 )
@@ -127,7 +128,7 @@ func rowsOf(sel string) string {
 func TestConsole(t *testing.T) {
 	exe := chromium(t)
 	dir := screenshots(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 
 	c := testcluster.New(t, testcluster.Options{Nodes: 3})
@@ -202,17 +203,33 @@ func TestConsole(t *testing.T) {
 	}
 
 	// The console's node leads no bucket of customers, so its lookups
-	// are answered NOT_LEADER_OR_FOLLOWER first.
+	// are answered NOT_LEADER_OR_FOLLOWER first; and, if it can, not every
+	// bucket of clicks, so that the tail-failover step has a leader to
+	// kill that is not the console's node.
 	custInfo, err := admin.GetTable(ctx, "shop", "customers")
 	if err != nil {
 		t.Fatal(err)
 	}
-	console := c.Node(1)
+	clicksInfo, err := admin.GetTable(ctx, "shop", "clicks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var console *testcluster.Node
 	for _, n := range c.Nodes() {
-		if !slices.ContainsFunc(custInfo.Buckets, func(b *stromv1.BucketAssignment) bool { return b.Leader == n.ID }) {
+		leads := func(b *stromv1.BucketAssignment) bool { return b.Leader == n.ID }
+		if slices.ContainsFunc(custInfo.Buckets, leads) {
+			continue
+		}
+		if console == nil {
+			console = n
+		}
+		if slices.ContainsFunc(clicksInfo.Buckets, func(b *stromv1.BucketAssignment) bool { return b.Leader >= 0 && !leads(b) }) {
 			console = n
 			break
 		}
+	}
+	if console == nil {
+		t.Fatalf("every node leads a bucket of customers (2 buckets, 3 nodes): %v", custInfo.Buckets)
 	}
 	base := "http://" + console.API + "/ui/"
 	t.Logf("console on node %d: %s", console.ID, base)
@@ -241,29 +258,31 @@ func TestConsole(t *testing.T) {
 
 	t.Run("cluster", func(t *testing.T) {
 		b.t = t
-		// The page and DescribeCluster agree on each node's id and
-		// liveness and on the Raft leader (asked anew at each poll: under
-		// load a leadership may move).
+		// The page and DescribeCluster agree on each node's id, liveness
+		// and feature level, on the cluster's active feature level and on
+		// the Raft leader (asked anew at each poll: under load a
+		// leadership may move).
 		var page struct {
 			Rows   [][]string `json:"rows"`
 			Leader string     `json:"leader"`
+			Level  string     `json:"level"`
 		}
 		var want []string
-		waitFor(b, "the three nodes and the Raft leader", `({rows: `+rowsOf("#nodes")+`, leader: (document.getElementById('raft-leader') || {}).textContent || ''})`, &page, func() bool {
+		waitFor(b, "the three nodes, the Raft leader and the feature levels", `({rows: `+rowsOf("#nodes")+`, leader: (document.getElementById('raft-leader') || {}).textContent || '', level: (document.getElementById('feature-level') || {}).textContent || ''})`, &page, func() bool {
 			dc, err := admin.DescribeCluster(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want = []string{fmt.Sprintf("leader node %d", dc.RaftLeader)}
+			want = []string{fmt.Sprintf("leader node %d level %d", dc.RaftLeader, dc.ActiveFeatureLevel)}
 			for _, n := range dc.Nodes {
-				want = append(want, fmt.Sprintf("%d %v", n.Id, n.Alive))
+				want = append(want, fmt.Sprintf("%d %v %d", n.Id, n.Alive, n.FeatureLevel))
 			}
-			got := []string{"leader " + page.Leader}
+			got := []string{"leader " + page.Leader + " level " + page.Level}
 			for _, r := range page.Rows {
-				got = append(got, r[0]+" "+strconv.FormatBool(r[3] == "alive"))
+				got = append(got, r[0]+" "+strconv.FormatBool(r[3] == "alive")+" "+r[5])
 			}
 			slices.Sort(want[1:])
-			return len(dc.Nodes) == 3 && slices.Equal(got, want)
+			return len(dc.Nodes) == 3 && dc.ActiveFeatureLevel == catalog.SupportedFeatureLevel && slices.Equal(got, want)
 		})
 		b.shot("cluster")
 	})
@@ -430,6 +449,94 @@ func TestConsole(t *testing.T) {
 		waitFor(b, "three points charted", `Number(document.getElementById('chart-bytes').dataset.points || 0)`, &points, func() bool { return points >= 3 })
 		b.shot("throughput")
 	})
+
+	t.Run("tail-failover", func(t *testing.T) {
+		b.t = t
+		// A bucket of clicks led by another node than the console's: its
+		// leader is killed while the tail is open, and the rows written to
+		// the bucket afterwards (so by its new leader) must appear in the
+		// tail without a reload.
+		info, err := admin.GetTable(ctx, "shop", "clicks")
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(info.Buckets, func(bk *stromv1.BucketAssignment) bool {
+			return bk.Leader >= 0 && bk.Leader != console.ID
+		})
+		if i < 0 {
+			t.Fatalf("every bucket of clicks is led by the console's node %d: %v", console.ID, info.Buckets)
+		}
+		bucket, old := info.Buckets[i].Bucket, info.Buckets[i].Leader
+		b.show("#/tail/shop/clicks")
+		var rows [][]string
+		waitFor(b, "the tail's first rows", rowsOf("#tail"), &rows, func() bool { return len(rows) > 0 })
+		hw, err := clicks.Offsets(ctx, stromv1.OffsetSpec_OFFSET_SPEC_LATEST, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Kill(int(old))
+		t.Logf("killed node %d, leader of bucket %d at offset %d", old, bucket, hw[bucket])
+		// acks=1: a write is acknowledged by its bucket's leader alone, so
+		// that writes to buckets whose followers include the dead node
+		// need not wait for it to leave their ISR.
+		w, err := clicks.NewAppendWriter(ctx, client.Acks(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close(context.Background())
+		acked := map[string]bool{} // user ids written after the kill
+		next := int64(5000)
+		var seen string
+		waitFor(b, fmt.Sprintf("a row of bucket %d past offset %d, from its new leader", bucket, hw[bucket]), rowsOf("#tail"), &rows, func() bool {
+			got := map[string]bool{}
+			for _, r := range rows {
+				if len(r) == 6 && r[0] == strconv.Itoa(int(bucket)) && atoi(t, r[1]) >= hw[bucket] {
+					got[r[4]] = true
+				}
+			}
+			for u := range got {
+				if !acked[u] {
+					t.Fatalf("the tail shows user %s in bucket %d after the kill, which was not written", u, bucket)
+				}
+			}
+			if len(got) > 0 {
+				seen = fmt.Sprint(len(got))
+				return true
+			}
+			if next < 5000+5*100 { // bounded: 100 rounds of 5 rows at most, each to a bucket the writer picks
+				for u := next; u < next+5; u++ {
+					f := w.Append(ctx, record.Row{u, "/page/" + strconv.FormatInt(u, 10)})
+					if err := w.Flush(ctx); err != nil {
+						t.Fatal(err)
+					}
+					if _, _, err := f.Wait(ctx); err != nil {
+						t.Fatal(err)
+					}
+					acked[strconv.FormatInt(u, 10)] = true
+				}
+				next += 5
+			}
+			return false
+		})
+		info, err = admin.GetTable(ctx, "shop", "clicks")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l := info.Buckets[i].Leader; l == old || l < 0 {
+			t.Fatalf("bucket %d's leader is %d after node %d was killed, yet the tail read rows past its end", bucket, l, old)
+		}
+		t.Logf("the tail shows %s rows of bucket %d from its new leader, node %d", seen, bucket, info.Buckets[i].Leader)
+		b.shot("tail-failover")
+	})
+}
+
+func atoi(t *testing.T, s string) int64 {
+	t.Helper()
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatalf("%q is not a number: %v", s, err)
+	}
+	return v
 }
 
 func isr(v []int32) string {
