@@ -580,3 +580,47 @@ func code2(c *int32) int32 {
 	}
 	return *c
 }
+
+// The Connect API's LimitScan of a log table reads through logTail, as
+// LIMIT_SCAN does: the whole batches holding the last limit records, and
+// as JSON exactly those records.
+func TestLimitScanLogTail(t *testing.T) {
+	s := startServer(t, testConfig(t, t.TempDir()))
+	const ddl = "id BIGINT NOT NULL, name STRING"
+	info := createTable(t, s, "demo", "events", ddl, 1)
+	schema := schemaOf(t, ddl)
+	tc := tabletClient(s)
+	ctx := context.Background()
+	for from := int64(0); from < 30; from += 10 {
+		var rows []record.Row
+		for i := from; i < from+10; i++ {
+			rows = append(rows, record.Row{i, "e"})
+		}
+		if _, err := tc.ProduceLog(ctx, connect.NewRequest(&stromv1.ProduceLogRequest{Database: "demo", Table: "events", Acks: proto.Int32(-1),
+			Buckets: []*stromv1.ProduceBucket{{Bucket: 0, Records: buildBatch(t, schema, info.SchemaId, rows...)}}})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin, err := tc.LimitScan(ctx, connect.NewRequest(&stromv1.LimitScanRequest{Database: "demo", Table: "events", Bucket: 0, Limit: 15}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bases []int64
+	for data := bin.Msg.Records; len(data) > 0; {
+		b, rest, err := record.NextBatch(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bases, data = append(bases, b.BaseOffset()), rest
+	}
+	if !slices.Equal(bases, []int64{10, 20}) {
+		t.Fatalf("LimitScan 15 of 30: batches at %v, want [10 20]", bases)
+	}
+	js, err := tc.LimitScan(ctx, connect.NewRequest(&stromv1.LimitScanRequest{Database: "demo", Table: "events", Bucket: 0, Limit: 15, JsonRows: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(js.Msg.Rows); n != 15 || js.Msg.Rows[0].Fields["id"].GetNumberValue() != 15 || js.Msg.Rows[14].Fields["id"].GetNumberValue() != 29 {
+		t.Fatalf("LimitScan 15 of 30 as JSON: %d rows, %v", n, js.Msg.Rows)
+	}
+}
