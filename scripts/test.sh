@@ -92,8 +92,9 @@ step "the reference deployment: real Apache Fluss servers on Strom's ZooKeeper s
 scripts/fluss.sh both
 step "the reference deployment on a three-node Strom cluster: the Fluss servers on different nodes"
 scripts/fluss.sh cluster
-step "the Fluss protocol: the real Fluss 0.9.1 Java client's Admin API against a node's fluss.listen"
-# The jars are the ones fluss.sh cached above; ~15 s once the binary is built.
+step "the Fluss protocol: the real Fluss 0.9.1 Java client's Admin API and primary-key path against a node's fluss.listen"
+# The jars are the ones fluss.sh cached above; ~15 s once the binary is built
+# (FlussClientCheck), and a JVM more for FlussKvCheck.
 fluss/javacheck/check.sh
 step "what a Fluss deployment lives through: restarts of its ZooKeeper, a killed tablet server, coordinator failover"
 # The same two targets: the real ZooKeeper (restarted, so a private one) tells a Fluss problem apart.

@@ -3,9 +3,9 @@
 # fluss.listen (FlussClientCheck.java: Flink's catalog probes, create, list,
 # exists, table info and schema, drop, and the errors of each), and by hand its
 # log path (FLUSS_CHECKS="FlussClientCheck FlussLogCheck": append 1000 rows,
-# scan them all and projected, list offsets) and its primary-key path
-# (FLUSS_CHECKS=FlussKvCheck: upsert, partial update, delete, lookup, prefix
-# lookup, limit scan).
+# scan them all and projected, list offsets); then its primary-key path
+# (FlussKvCheck.java: upsert, partial update, delete, lookup, prefix lookup,
+# limit scan).
 # Uses the Fluss jars scripts/fluss.sh resolves into its cache (run it once);
 # exit 2 when they are not there. scripts/test.sh runs it after fluss.sh.
 #   fluss/javacheck/check.sh [base-port]   (4 ports from base-port; default: free ones)
@@ -42,11 +42,12 @@ for _ in $(seq 600); do
   sleep 0.1
 done
 [ $ready = 1 ] || { echo "check.sh: the node did not become ready in 60 s; its log:" >&2; tail -n 40 "$WORK/node.log" >&2; exit 1; }
-# FLUSS_CHECKS picks the classes; CI runs FlussClientCheck only. FlussLogCheck
+# FLUSS_CHECKS picks the classes; CI runs the default, FlussClientCheck and
+# FlussKvCheck (10 runs of 10 passed on 2026-12-02). FlussLogCheck
 # (the log path) is run by hand for now: it failed 3 runs in 7 on 2026-12-01
 # (a scan that saw no rows, cause not found yet; fluss/DESIGN.md).
 # Arrow (the log path's) needs java.nio opened, as for any Fluss client.
-for check in ${FLUSS_CHECKS:-FlussClientCheck}; do
+for check in ${FLUSS_CHECKS:-FlussClientCheck FlussKvCheck}; do
   rc=0
   out=$(timeout 300 java -Xmx256m --add-opens=java.base/java.nio=ALL-UNNAMED -cp "$CP:$WORK" "$check" "127.0.0.1:$((PORT + 3))" 2>"$WORK/client.err") || rc=$?
   echo "$out"
