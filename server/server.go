@@ -223,6 +223,7 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 		ClusterID:                id.ClusterID,
 		DefaultBucketNumber:      cfg.DefaultBucketNumber,
 		DefaultReplicationFactor: cfg.DefaultReplicationFactor,
+		MinInSyncReplicas:        cfg.MinInSyncReplicas,
 		RemoteStorage:            cfg.RemoteDataDir != "" && (cfg.RemoteLogTaskInterval > 0 || cfg.KvSnapshotInterval > 0),
 		Logger:                   s.lg,
 	}, s.meta)

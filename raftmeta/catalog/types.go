@@ -92,6 +92,13 @@ type LeaderAndISR struct {
 	BucketEpoch      int32   `json:"bucket_epoch"`
 	StandbyReplicas  []int32 `json:"hot_standby_replicas"`
 	ISSR             []int32 `json:"issr"`
+	// ELR are the eligible leader replicas (Kafka's KIP-966; Strom's, not
+	// Fluss's): replicas that left the ISR while it was smaller than
+	// min-in-sync, so that no acks=-1 write was acknowledged without
+	// them, and that the coordinator may elect when no ISR member is live
+	// (server/coordinator/DESIGN.md, "Leader election"). Empty whenever
+	// the ISR has min-in-sync members.
+	ELR []int32 `json:"elr,omitempty"`
 }
 
 // CoordinatorAddress is stored at /coordinators/active.

@@ -54,6 +54,10 @@ type Config struct {
 	// DefaultReplicationFactor is a table's replication factor when it names
 	// none (default.replication.factor).
 	DefaultReplicationFactor int
+	// MinInSyncReplicas is log.replica.min-in-sync-replicas-number: a
+	// replica leaving an ISR left smaller joins the bucket's eligible
+	// leader replicas (election.go). 0 counts as 1.
+	MinInSyncReplicas int
 	// Logger receives the coordinator's logs.
 	Logger *slog.Logger
 	// Now returns the current time; time.Now when nil.

@@ -261,7 +261,7 @@ func TestElect(t *testing.T) {
 		{"unclean, nothing live", lisr(3, 4, 7, 3), live(), true, lisr(-1, 5, 8, 3), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, changed := elect(tc.cur, replicas, tc.live, tc.unclean)
+			got, changed := elect(tc.cur, replicas, tc.live, tc.unclean, 1)
 			if changed != tc.changed || got.Leader != tc.want.Leader || got.LeaderEpoch != tc.want.LeaderEpoch ||
 				got.BucketEpoch != tc.want.BucketEpoch || !slices.Equal(got.ISR, tc.want.ISR) {
 				t.Fatalf("elect(%+v) = %+v, %v; want %+v, %v", tc.cur, got, changed, tc.want, tc.changed)
@@ -431,7 +431,7 @@ func TestElectStarting(t *testing.T) {
 		{"offline, not in the last ISR", lisr(-1, 5, 8, 1), 3, live(), lisr(-1, 5, 8, 1), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, changed := electStarting(tc.cur, replicas, tc.live, false, tc.node)
+			got, changed := electStarting(tc.cur, replicas, tc.live, false, 1, tc.node)
 			if changed != tc.changed || got.Leader != tc.want.Leader || got.LeaderEpoch != tc.want.LeaderEpoch ||
 				got.BucketEpoch != tc.want.BucketEpoch || !slices.Equal(got.ISR, tc.want.ISR) {
 				t.Fatalf("electStarting(%+v, %d) = %+v, %v; want %+v, %v", tc.cur, tc.node, got, changed, tc.want, tc.changed)
@@ -512,4 +512,70 @@ func TestNodeStartingLeavesAnOfflineBucketsLastISR(t *testing.T) {
 	}
 	registerServer(t, meta, other, "")
 	waitLeaders(t, meta, "t", fmt.Sprintf("node %d leading", other), func(_ []int32, li catalog.LeaderAndISR) bool { return li.Leader == other })
+}
+
+// With min-in-sync 2, a replica that leaves an ISR left below it joins the
+// ELR, and is elected when no ISR member is live; a starting node leaves
+// the ELR, and an offline bucket's last ISR when the ELR has a candidate.
+func TestElectWithEligibleLeaderReplicas(t *testing.T) {
+	live := func(ids ...int32) func(int32) bool {
+		return func(id int32) bool { return slices.Contains(ids, id) }
+	}
+	li := func(leader, epoch, bucketEpoch int32, isr []int32, elr ...int32) catalog.LeaderAndISR {
+		if len(elr) == 0 {
+			elr = nil
+		}
+		return catalog.LeaderAndISR{Leader: leader, LeaderEpoch: epoch, BucketEpoch: bucketEpoch, ISR: isr, ELR: elr}
+	}
+	ids := func(x ...int32) []int32 { return x }
+	replicas := []int32{3, 1, 2}
+	for _, tc := range []struct {
+		name     string
+		cur      catalog.LeaderAndISR
+		starting int32 // -1: none
+		live     func(int32) bool
+		want     catalog.LeaderAndISR
+		changed  bool
+	}{
+		{"a follower dies, the ISR stays at min", li(3, 4, 7, ids(3, 1, 2)), -1, live(3, 1), li(3, 4, 8, ids(3, 1)), true},
+		{"a follower dies below min: it joins the ELR", li(3, 4, 7, ids(3, 1)), -1, live(3), li(3, 4, 8, ids(3), 1), true},
+		{"the leader dies too: the ELR member leads", li(3, 4, 8, ids(3), 1), -1, live(1), li(1, 5, 9, ids(1), 3), true},
+		{"nobody live: offline, ISR and ELR kept", li(3, 4, 8, ids(3), 1), -1, live(), li(-1, 5, 9, ids(3), 1), true},
+		{"an ELR member back leads", li(-1, 5, 9, ids(3), 1), -1, live(1), li(1, 6, 10, ids(1), 3), true},
+		{"an ISR member back leads before the ELR", li(-1, 5, 9, ids(3), 1), -1, live(1, 3), li(3, 6, 10, ids(3), 1), true},
+		// The issue 12 run: ISR [3] after 1 died, ELR [1]; 3 lost power.
+		{"the starting last ISR member leaves it for the ELR", li(3, 4, 8, ids(3), 1), 3, live(3), li(-1, 5, 9, ids(), 1), true},
+		{"the starting ELR member leaves the ELR", li(-1, 5, 9, ids(3), 1), 1, live(1), li(-1, 5, 10, ids(3)), true},
+		{"the starting last candidate keeps the ISR", li(-1, 5, 9, ids(3)), 3, live(3), li(-1, 5, 9, ids(3)), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got catalog.LeaderAndISR
+			var changed bool
+			if tc.starting >= 0 {
+				got, changed = electStarting(tc.cur, replicas, tc.live, false, 2, tc.starting)
+			} else {
+				got, changed = elect(tc.cur, replicas, tc.live, false, 2)
+			}
+			if changed != tc.changed || got.Leader != tc.want.Leader || got.LeaderEpoch != tc.want.LeaderEpoch ||
+				got.BucketEpoch != tc.want.BucketEpoch || !slices.Equal(got.ISR, tc.want.ISR) || !slices.Equal(got.ELR, tc.want.ELR) {
+				t.Fatalf("= %+v, %v; want %+v, %v", got, changed, tc.want, tc.changed)
+			}
+		})
+	}
+}
+
+// An AdjustISR's ELR: a member shrunk out below min-in-sync joins it, a
+// member back in the ISR leaves it, and it empties once the ISR is at min.
+func TestNextELR(t *testing.T) {
+	cur := catalog.LeaderAndISR{ISR: []int32{1, 2}, ELR: []int32{3}}
+	if got := nextELR(cur, []int32{1}, 2); !slices.Equal(got, []int32{3, 2}) {
+		t.Errorf("shrunk below min: ELR %v, want [3 2]", got)
+	}
+	cur = catalog.LeaderAndISR{ISR: []int32{1}, ELR: []int32{3, 2}}
+	if got := nextELR(cur, []int32{1, 2}, 3); !slices.Equal(got, []int32{3}) {
+		t.Errorf("2 back, still below min: ELR %v, want [3]", got)
+	}
+	if got := nextELR(cur, []int32{1, 2}, 2); got != nil {
+		t.Errorf("back at min: ELR %v, want none", got)
+	}
 }

@@ -70,6 +70,7 @@ func (c *Coordinator) AdjustISR(ctx context.Context, req AdjustISRRequest) (cata
 			return nil
 		}
 		out.ISR, out.BucketEpoch, out.CoordinatorEpoch = slices.Clone(req.ISR), cur.BucketEpoch+1, t.epoch
+		out.ELR = nextELR(cur, out.ISR, c.minISR())
 		if err := c.write(t, []raftmeta.Op{catalog.SetLeaderISROp(req.TableID, req.Bucket, out)}); err != nil {
 			return err
 		}

@@ -182,6 +182,35 @@ func TestAcksAllBelowMinISRFailsAtOnce(t *testing.T) {
 	}
 }
 
+// An acks=-1 write appended with two in sync, waiting for the follower,
+// when the ISR shrinks to the leader alone (min ISR 2): the shrink moves
+// the high watermark past it, but it is answered ErrNotEnoughReplicas, not
+// OK. Only the leader holds it, and the coordinator may elect the follower
+// that left (an eligible leader replica) without it (Kafka's
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND).
+func TestAcksAllCommittedBelowMinISRIsNotAcknowledged(t *testing.T) {
+	meta := metatest.NewNode(t)
+	m := startManager(t, meta, t.TempDir(), func(c *Config) { c.MinInSyncReplicas = 2 })
+	id := createTable(t, meta, "t", 1, []int32{1})
+	tb := TableBucket{id, 0}
+	r := leadingReplica(t, m, tb)
+	setLeaderISR(t, meta, tb, catalog.LeaderAndISR{Leader: 1, LeaderEpoch: 3, ISR: []int32{1, 2}, BucketEpoch: 1})
+	waitFor(t, "the ISR of two", func() bool { return len(r.ISR()) == 2 })
+	errc := make(chan error, 1)
+	go func() {
+		_, err := r.Append(context.Background(), batch(1), -1)
+		errc <- err
+	}()
+	waitFor(t, "the write appended", func() bool { return r.Log().LogEndOffset() == 1 })
+	setLeaderISR(t, meta, tb, catalog.LeaderAndISR{Leader: 1, LeaderEpoch: 3, ISR: []int32{1}, BucketEpoch: 2})
+	if err := <-errc; !errors.Is(err, ErrNotEnoughReplicas) {
+		t.Fatalf("acks=-1 write committed by a shrink to ISR [1], min ISR 2: %v, want ErrNotEnoughReplicas", err)
+	}
+	if hw := r.Log().HighWatermark(); hw != 1 {
+		t.Fatalf("high watermark %d, want 1 (the shrink committed the write)", hw)
+	}
+}
+
 // refusingCoordinator refuses every ISR change, counting them.
 type refusingCoordinator struct{ asks int }
 

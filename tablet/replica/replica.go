@@ -364,12 +364,22 @@ func (r *Replica) write(ctx context.Context, acks int, appendFn func(epoch int32
 	for {
 		r.mu.Lock()
 		hw, wait, closed := r.log.HighWatermark(), r.mu.advanced, r.mu.closed
-		var notLeader error
+		var notLeader, belowMin error
 		if r.mu.leader != r.nodeID {
 			notLeader = r.notLeaderLocked()
 		}
+		if hw > info.LastOffset {
+			belowMin = r.checkMinISRLocked()
+		}
 		r.mu.Unlock()
 		switch {
+		case hw > info.LastOffset && belowMin != nil:
+			// Committed as the ISR shrank below min-in-sync: fewer
+			// replicas than promised may hold it, and the coordinator
+			// may elect one that does not (an eligible leader replica,
+			// which left the ISR before it). Kafka's
+			// NOT_ENOUGH_REPLICAS_AFTER_APPEND: the writer sends it again.
+			return info, fmt.Errorf("%w (after the append)", belowMin)
 		case hw > info.LastOffset:
 			return info, nil
 		case closed:
