@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The project's test command: formatting, vet, staticcheck, generated code
 # up to date, buf lint, then every test with the race detector, short fuzzing,
-# the Curator differential suite, and real Fluss servers on the ZooKeeper shim.
+# the Curator differential suite, real Fluss servers on the ZooKeeper shim, and
+# Fluss's Flink SQL quickstart against a node's Fluss listener.
 # Go tools are pinned in go.mod and run with `go tool`; ZooKeeper and Chromium (Debian's
 # packages), versitygw (an S3-compatible server, from its Go module), the
-# Curator jars and Fluss's jars (Maven) are installed by the scripts it
-# calls; the Curator and Fluss steps need a JDK and mvn. With STROM_DOCKER_TEST=1 it
+# Curator jars, Fluss's jars and Flink's (Maven) are installed by the scripts it
+# calls; the Curator, Fluss and Flink steps need a JDK and mvn. With STROM_DOCKER_TEST=1 it
 # also tests the container image (scripts/docker-test.sh, which needs a Docker daemon or
 # the privileges to start one).
 set -euo pipefail
@@ -96,6 +97,10 @@ step "the Fluss protocol: the real Fluss 0.9.1 Java client's Admin API and prima
 # The jars are the ones fluss.sh cached above; ~15 s once the binary is built
 # (FlussClientCheck), and a JVM more for FlussKvCheck.
 fluss/javacheck/check.sh
+step "Flink SQL on Strom: Fluss's Flink quickstart against a node's fluss.listen, every result checked"
+# Installs Flink 1.20.3 and fluss-flink-1.20 0.9.1 with Maven into a cache once (~190 MB); then a
+# node, a Flink MiniCluster and the quickstart's statements in order (README, "Flink SQL on Strom").
+scripts/flink-quickstart.sh
 step "what a Fluss deployment lives through: restarts of its ZooKeeper, a killed tablet server, coordinator failover"
 # The same two targets: the real ZooKeeper (restarted, so a private one) tells a Fluss problem apart.
 # Its FlussCheck hangs (about 1 run in 14 on the shim) were a Fluss 0.9.1 race that any ZooKeeper
