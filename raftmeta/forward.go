@@ -20,11 +20,14 @@ import (
 //	    leader's own): op, multi, createSession, closeSession
 //	  2 touch:   count u32 | session i64 *
 //	  3 sync:    —  (the leader commits a barrier)
-//	  4 read:    —  (the leader answers its last applied zxid)
+//	  4 read:    —  (the leader answers its read zxid once a quorum of
+//	    voters confirmed its leadership: ReadIndex, readindex.go; a node
+//	    older than that answered its last applied zxid unconfirmed)
 //	  5 claim:   session i64  (the sender now holds the session's connection)
 //	reply   := status u8 | body
 //	  0 ok: propose → applyResult | zxid i64; touch, claim → —; sync, read → zxid i64
-//	    (zxid: the leader's last applied, which the follower waits for)
+//	    (zxid: the leader's last applied, or for read its read zxid, which the
+//	    follower waits for)
 //	  1 not leader, nothing proposed (the follower retries)
 //	  2 failed: message str (the outcome of a write is unknown)
 //	  3 refused by Config.CheckWrite, nothing proposed: message str
@@ -325,12 +328,18 @@ func (n *Node) serveForward(ctx context.Context, from string, body []byte) ([]by
 		if len(body) != 1 {
 			return nil, fmt.Errorf("%w: read request with a body", ErrCorrupt)
 		}
-		if !n.IsLeader() {
+		zxid, err := n.leaderReads.do(ctx)
+		switch {
+		case errors.Is(err, errNotProposed), errors.Is(err, ErrNotLeader):
 			e.u8(fwdNotLeader)
+			return e.b, nil
+		case err != nil:
+			e.u8(fwdFailed)
+			e.str(err.Error())
 			return e.b, nil
 		}
 		e.u8(fwdOK)
-		e.i64(n.fsm.lastZxid.Load())
+		e.i64(zxid)
 	default:
 		return nil, fmt.Errorf("%w: forward kind %d", ErrCorrupt, body[0])
 	}

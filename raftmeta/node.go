@@ -48,6 +48,9 @@ type Node struct {
 	baseCtx      context.Context    // cancelled by Close
 	baseCancel   context.CancelFunc
 
+	// Rounds of ReadIndex (readindex.go): on the leader, and forwarded.
+	leaderReads, forwardReads *readRounds
+
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once
@@ -136,6 +139,8 @@ func open(cfg Config, trans raft.Transport, logs raft.LogStore, stable raft.Stab
 		touchNotify:  make(chan struct{}, 1),
 	}
 	n.baseCtx, n.baseCancel = context.WithCancel(context.Background())
+	n.leaderReads = &readRounds{fn: n.readIndexLocal, wg: &n.wg}
+	n.forwardReads = &readRounds{fn: n.forwardReadIndex, wg: &n.wg}
 	if n.forwarding() {
 		n.httpc = &http.Client{Transport: &http.Transport{
 			DialContext:         cfg.dialer().DialContext,
@@ -208,6 +213,8 @@ func open(cfg Config, trans raft.Transport, logs raft.LogStore, stable raft.Stab
 // more than once.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
+		n.leaderReads.stop()
+		n.forwardReads.stop()
 		n.waits.stop()
 		var errs []error
 		if err := n.raft.Shutdown().Error(); err != nil {
@@ -874,12 +881,14 @@ func (n *Node) Sync(ctx context.Context) error {
 
 // ReadBarrier returns once local reads see every write the leader had
 // applied when it was called, so every write acknowledged before then, on
-// any node: a follower with forwarding asks the leader for its last
-// applied zxid (one round trip, nothing proposed) and waits until its own
-// FSM has applied it. On the leader, and without forwarding, it returns at
-// once. Unlike Sync it commits nothing; unlike ZooKeeper's local reads it
-// makes a follower read after an acknowledged write see it. On an error
-// (no leader reachable before ctx ends) local reads may still be stale.
+// any node: a follower with forwarding asks the leader for its read zxid
+// (ReadIndex's round: one round trip, and the leader's heartbeat round to
+// a quorum; nothing proposed) and waits until its own FSM has applied it.
+// On the leader, and without forwarding, it returns at once, so a leader
+// cut off from the quorum reads its replica as it is (ReadIndex does not).
+// Unlike Sync it commits nothing; unlike ZooKeeper's local reads it makes
+// a follower read after an acknowledged write see it. On an error (no
+// leader reachable before ctx ends) local reads may still be stale.
 func (n *Node) ReadBarrier(ctx context.Context) error {
 	if !n.forwarding() || n.IsLeader() {
 		return nil

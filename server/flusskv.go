@@ -25,7 +25,7 @@ func (f flussKV) PutKv(ctx context.Context, t catalog.Table, bucket int32, batch
 }
 
 func (f flussKV) Lookup(ctx context.Context, t catalog.Table, bucket int32, keys [][]byte) ([][]byte, error) {
-	tab, err := f.h.kvOf(ctx, t, bucket)
+	tab, err := f.h.kvOf(ctx, &readBarrier{}, t, bucket)
 	if err != nil {
 		return nil, err
 	}
@@ -33,7 +33,7 @@ func (f flussKV) Lookup(ctx context.Context, t catalog.Table, bucket int32, keys
 }
 
 func (f flussKV) PrefixLookup(ctx context.Context, t catalog.Table, bucket int32, prefixes [][]byte, budget *int) ([][][]byte, error) {
-	return f.h.prefixLookupBucket(ctx, t, bucket, prefixes, budget, f.PrefixLookupMaxBytes())
+	return f.h.prefixLookupBucket(ctx, &readBarrier{}, t, bucket, prefixes, budget, f.PrefixLookupMaxBytes())
 }
 
 func (f flussKV) PrefixLookupMaxBytes() int { return int(f.h.s.cfg.PrefixLookupMaxBytes) }
@@ -42,7 +42,7 @@ func (f flussKV) LimitScanKv(ctx context.Context, t catalog.Table, bucket int32,
 	if err := checkLimit(limit); err != nil {
 		return nil, err
 	}
-	tab, err := f.h.kvOf(ctx, t, bucket)
+	tab, err := f.h.kvOf(ctx, &readBarrier{}, t, bucket)
 	if err != nil {
 		return nil, err
 	}

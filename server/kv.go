@@ -21,6 +21,7 @@ import (
 	stromv1 "strom/rpc/gen/strom/v1"
 	"strom/tablet/kv"
 	"strom/tablet/log"
+	"strom/tablet/replica"
 )
 
 // The primary-key calls of TabletService: PutKv, Lookup, PrefixLookup,
@@ -281,13 +282,73 @@ func keyNames(c *record.KeyCodec) string {
 	return strings.Join(names, ", ")
 }
 
-// kvOf returns the leader's KV tablet of a bucket.
-func (h *tabletHandler) kvOf(ctx context.Context, t catalog.Table, bucket int32) (*kv.Tablet, error) {
+// readBarrierTimeout bounds how long a read (Lookup, PrefixLookup,
+// LimitScan, ScanKv) waits for its metadata read barrier before it answers
+// NOT_LEADER_OR_FOLLOWER: a node cut off from the metadata quorum cannot
+// complete one, and the client then asks the metadata again and retries,
+// on the new leader once one is known.
+const readBarrierTimeout = 2 * time.Second
+
+// readBarrier is one request's metadata read barrier
+// (raftmeta.Node.ReadIndex): run once, before the first bucket is read,
+// and shared by the request's buckets (and, on the node, by concurrent
+// requests: ReadIndex coalesces). Not safe for concurrent use.
+type readBarrier struct {
+	done bool
+	err  error
+}
+
+// kvOf returns the leader's KV tablet of a bucket for a linearizable read:
+// this node's replica leads the bucket at some epoch, and, after rb (which
+// began after the request arrived), the metadata still names this node its
+// leader at that epoch. A leader cut off from the others keeps believing
+// it leads while the majority elects another that acknowledges newer
+// writes; it cannot complete the barrier, or, reachable again, learns from
+// it that it was deposed. Either way it answers NOT_LEADER_OR_FOLLOWER
+// (retriable), never its stale rows (tablet/replica/DESIGN.md, "Reads on a
+// deposed leader").
+func (h *tabletHandler) kvOf(ctx context.Context, rb *readBarrier, t catalog.Table, bucket int32) (*kv.Tablet, error) {
 	r, err := h.replica(t, bucket)
 	if err != nil {
 		return nil, err
 	}
-	return r.KV(ctx)
+	tab, epoch, err := r.KVEpoch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.confirmLeader(ctx, rb, r.TableBucket(), epoch); err != nil {
+		return nil, err
+	}
+	return tab, nil
+}
+
+// confirmLeader runs rb if not yet run, then checks that the metadata names
+// this node the leader of tb at epoch.
+func (h *tabletHandler) confirmLeader(ctx context.Context, rb *readBarrier, tb replica.TableBucket, epoch int32) error {
+	if !rb.done {
+		bctx, cancel := context.WithTimeout(ctx, readBarrierTimeout)
+		rb.err = h.s.meta.ReadIndex(bctx)
+		cancel()
+		rb.done = true
+	}
+	if rb.err != nil {
+		// The cause as text: it may wrap raftmeta.ErrNotLeader, which
+		// would map to NOT_COORDINATOR.
+		return fmt.Errorf("bucket %s: %w (this node could not confirm with the metadata quorum that it still leads the bucket, and another node may lead it now: %v)",
+			tb, replica.ErrNotLeader, rb.err)
+	}
+	lisr, err := catalog.New(h.s.meta).LeaderISR(tb.TableID, tb.Bucket)
+	if err != nil {
+		return err
+	}
+	switch {
+	case lisr.Leader == h.s.cfg.NodeID && lisr.LeaderEpoch == epoch:
+		return nil
+	case lisr.Leader >= 0 && lisr.Leader != h.s.cfg.NodeID:
+		return h.s.notLeader(tb, lisr.Leader)
+	}
+	return fmt.Errorf("bucket %s: %w (the metadata names leader %d at epoch %d, this replica leads at epoch %d)",
+		tb, replica.ErrNotLeader, lisr.Leader, lisr.LeaderEpoch, epoch)
 }
 
 func (h *tabletHandler) Lookup(ctx context.Context, req *connect.Request[stromv1.LookupRequest]) (*connect.Response[stromv1.LookupResponse], error) {
@@ -306,13 +367,14 @@ func (h *tabletHandler) Lookup(ctx context.Context, req *connect.Request[stromv1
 		}
 	}
 	resp := &stromv1.LookupResponse{}
+	var rb readBarrier
 	results := map[int32]*stromv1.LookupBucketResult{}
 	failed := map[int32]error{} // for JSON keys, which answer with the error itself
 	for _, lb := range buckets {
 		res := &stromv1.LookupBucketResult{Bucket: lb.Bucket}
 		resp.Buckets = append(resp.Buckets, res)
 		results[lb.Bucket] = res
-		t, err := h.kvOf(ctx, kt.Table, lb.Bucket)
+		t, err := h.kvOf(ctx, &rb, kt.Table, lb.Bucket)
 		if err == nil {
 			var values [][]byte
 			if values, err = t.Lookup(lb.Keys); err == nil {
@@ -384,6 +446,7 @@ func (h *tabletHandler) PrefixLookup(ctx context.Context, req *connect.Request[s
 		}
 	}
 	resp := &stromv1.PrefixLookupResponse{}
+	var rb readBarrier
 	results := map[int32]*stromv1.PrefixLookupBucketResult{}
 	failed := map[int32]error{} // for JSON prefixes, which answer with the error itself
 	maxBytes := int(h.s.cfg.PrefixLookupMaxBytes)
@@ -392,7 +455,7 @@ func (h *tabletHandler) PrefixLookup(ctx context.Context, req *connect.Request[s
 		res := &stromv1.PrefixLookupBucketResult{Bucket: lb.Bucket}
 		resp.Buckets = append(resp.Buckets, res)
 		results[lb.Bucket] = res
-		lists, err := h.prefixLookupBucket(ctx, kt.Table, lb.Bucket, lb.Keys, &budget, maxBytes)
+		lists, err := h.prefixLookupBucket(ctx, &rb, kt.Table, lb.Bucket, lb.Keys, &budget, maxBytes)
 		if err != nil {
 			res.Error = rpc.Detail(err)
 			failed[lb.Bucket] = err
@@ -426,8 +489,8 @@ func (h *tabletHandler) PrefixLookup(ctx context.Context, req *connect.Request[s
 // rpc.ErrLimitExceeded rather than make the node hold an unbounded answer.
 // On an error nothing of the bucket is returned. The Connect API's
 // PrefixLookup and the Fluss listener's PREFIX_LOOKUP both read through it.
-func (h *tabletHandler) prefixLookupBucket(ctx context.Context, t catalog.Table, bucket int32, prefixes [][]byte, budget *int, maxBytes int) ([][][]byte, error) {
-	tab, err := h.kvOf(ctx, t, bucket)
+func (h *tabletHandler) prefixLookupBucket(ctx context.Context, rb *readBarrier, t catalog.Table, bucket int32, prefixes [][]byte, budget *int, maxBytes int) ([][][]byte, error) {
+	tab, err := h.kvOf(ctx, rb, t, bucket)
 	if err != nil {
 		return nil, err
 	}
@@ -652,7 +715,7 @@ func (h *tabletHandler) ScanKv(ctx context.Context, req *connect.Request[stromv1
 
 // snapshot opens a snapshot of a bucket's KV tablet.
 func (h *tabletHandler) snapshot(ctx context.Context, t catalog.Table, bucket int32) (*kv.Snapshot, error) {
-	tab, err := h.kvOf(ctx, t, bucket)
+	tab, err := h.kvOf(ctx, &readBarrier{}, t, bucket)
 	if err != nil {
 		return nil, err
 	}
@@ -667,7 +730,7 @@ func (h *tabletHandler) limitScanKv(ctx context.Context, req *connect.Request[st
 	if err != nil {
 		return nil, err
 	}
-	tab, err := h.kvOf(ctx, t, m.Bucket)
+	tab, err := h.kvOf(ctx, &readBarrier{}, t, m.Bucket)
 	if err != nil {
 		return nil, err
 	}

@@ -254,7 +254,7 @@ func TestAbandonedScannersExpire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tab, err := h.kvOf(t.Context(), kt.Table, 0)
+	tab, err := h.kvOf(t.Context(), &readBarrier{}, kt.Table, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

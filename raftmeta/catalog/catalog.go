@@ -326,3 +326,19 @@ func (c *Catalog) Bucket(tableID int64, bucket int32) ([]int32, LeaderAndISR, er
 	}
 	return replicas, lisr, nil
 }
+
+// LeaderISR returns a bucket's leader_isr alone (one znode read), for the
+// leadership check of a read (server's lookups). A bucket without one is
+// ErrTableNotExist.
+func (c *Catalog) LeaderISR(tableID int64, bucket int32) (LeaderAndISR, error) {
+	var lisr LeaderAndISR
+	path := leaderISRPath(tableID, bucket)
+	data, _, err := c.tree.Get(path)
+	if errors.Is(err, raftmeta.ErrNoNode) {
+		return lisr, fmt.Errorf("table id %d bucket %d: %w", tableID, bucket, ErrTableNotExist)
+	}
+	if err != nil {
+		return lisr, err
+	}
+	return lisr, decode(path, data, &lisr)
+}

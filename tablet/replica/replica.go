@@ -457,7 +457,19 @@ func (r *Replica) appendInOrder(ctx context.Context, appendFn func(epoch int32) 
 // fetch from it, while every write an earlier leader acknowledged is below
 // the epoch's start. ctx bounds the wait (then ErrNotEnoughReplicas,
 // retriable); a ctx already done does not wait at all.
+//
+// KV trusts this replica's view of its leadership, which a leader cut off
+// from the metadata keeps after it was deposed: a linearizable read also
+// confirms, after a metadata read barrier, that the metadata still names
+// this node leader at the epoch KVEpoch returns (server's kvOf; DESIGN.md,
+// "Reads on a deposed leader").
 func (r *Replica) KV(ctx context.Context) (*kv.Tablet, error) {
+	t, _, err := r.KVEpoch(ctx)
+	return t, err
+}
+
+// KVEpoch is KV, and the leader epoch at which this node serves it.
+func (r *Replica) KVEpoch(ctx context.Context) (*kv.Tablet, int32, error) {
 	for {
 		r.mu.Lock()
 		var err error
@@ -469,18 +481,18 @@ func (r *Replica) KV(ctx context.Context) (*kv.Tablet, error) {
 		case r.mu.leader != r.nodeID:
 			err = r.notLeaderLocked()
 		}
-		hw, start, wait := r.log.HighWatermark(), r.mu.epochStart, r.mu.advanced
+		hw, start, wait, epoch := r.log.HighWatermark(), r.mu.epochStart, r.mu.advanced, r.mu.leaderEpoch
 		r.mu.Unlock()
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if hw >= start {
-			return r.kv, nil
+			return r.kv, epoch, nil
 		}
 		select {
 		case <-wait:
 		case <-ctx.Done():
-			return nil, fmt.Errorf("bucket %s: %w: the new leader's high watermark %d has not reached the start of its leader epoch %d (the in-sync replicas have not fetched from it yet): %w",
+			return nil, 0, fmt.Errorf("bucket %s: %w: the new leader's high watermark %d has not reached the start of its leader epoch %d (the in-sync replicas have not fetched from it yet): %w",
 				r.tb, ErrNotEnoughReplicas, hw, start, ctx.Err())
 		}
 	}
