@@ -474,6 +474,9 @@ func (n *Node) forwardWait(ctx context.Context, kind uint8) error {
 
 // waitZxid waits until this replica has applied zxid.
 func (n *Node) waitZxid(ctx context.Context, zxid int64) error {
+	if n.fsm.lastZxid.Load() >= zxid {
+		return nil
+	}
 	t := time.NewTicker(time.Millisecond)
 	defer t.Stop()
 	for n.fsm.lastZxid.Load() < zxid {

@@ -316,15 +316,27 @@ func (h *tabletHandler) kvOf(ctx context.Context, rb *readBarrier, t catalog.Tab
 	if err != nil {
 		return nil, err
 	}
-	if err := h.confirmLeader(ctx, rb, r.TableBucket(), epoch); err != nil {
+	if err := h.confirmLeader(ctx, rb, t, r.TableBucket(), epoch); err != nil {
 		return nil, err
 	}
 	return tab, nil
 }
 
+// leaderISRNow is tb's leader_isr as the local metadata holds it now: from
+// the table cache, which is keyed by the metadata's zxid (so never older
+// than what the FSM has applied when it is read), else from its znode.
+func (h *tabletHandler) leaderISRNow(t catalog.Table, tb replica.TableBucket) (catalog.LeaderAndISR, error) {
+	if now, err := h.s.tables.get(t.Database, t.Name); err == nil && now.Registration.TableID == tb.TableID {
+		if lisr, ok := now.LeaderISR[tb.Bucket]; ok {
+			return lisr, nil
+		}
+	}
+	return catalog.New(h.s.meta).LeaderISR(tb.TableID, tb.Bucket)
+}
+
 // confirmLeader runs rb if not yet run, then checks that the metadata names
 // this node the leader of tb at epoch.
-func (h *tabletHandler) confirmLeader(ctx context.Context, rb *readBarrier, tb replica.TableBucket, epoch int32) error {
+func (h *tabletHandler) confirmLeader(ctx context.Context, rb *readBarrier, t catalog.Table, tb replica.TableBucket, epoch int32) error {
 	if !rb.done {
 		bctx, cancel := context.WithTimeout(ctx, readBarrierTimeout)
 		rb.err = h.s.meta.ReadIndex(bctx)
@@ -337,7 +349,7 @@ func (h *tabletHandler) confirmLeader(ctx context.Context, rb *readBarrier, tb r
 		return fmt.Errorf("bucket %s: %w (this node could not confirm with the metadata quorum that it still leads the bucket, and another node may lead it now: %v)",
 			tb, replica.ErrNotLeader, rb.err)
 	}
-	lisr, err := catalog.New(h.s.meta).LeaderISR(tb.TableID, tb.Bucket)
+	lisr, err := h.leaderISRNow(t, tb)
 	if err != nil {
 		return err
 	}

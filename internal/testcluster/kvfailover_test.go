@@ -27,7 +27,7 @@ func newReplicatedKV(t *testing.T, ctx context.Context, name string) (*Cluster, 
 // createKVTable creates fluss.name, a one-bucket primary-key table (id,
 // v) with replication factor 3, and returns it as the coordinator's
 // catalog holds it.
-func createKVTable(ctx context.Context, t *testing.T, c *Cluster, name string) catalog.Table {
+func createKVTable(ctx context.Context, t testing.TB, c *Cluster, name string) catalog.Table {
 	t.Helper()
 	l, err := c.WaitLeader(ctx)
 	if err != nil {
@@ -69,7 +69,7 @@ type kvCodec struct {
 	keys   *record.KeyCodec
 }
 
-func newKVCodec(t *testing.T, tbl catalog.Table) kvCodec {
+func newKVCodec(t testing.TB, tbl catalog.Table) kvCodec {
 	t.Helper()
 	rows, err := record.NewCompactedRowCodec(tbl.Schema.Columns)
 	if err != nil {
@@ -116,7 +116,7 @@ func (k kvCodec) changelog(t *testing.T, r *replica.Replica, from, to int64) []s
 }
 
 // upsert is a KV batch of writer at seq upserting (id, v).
-func (k kvCodec) upsert(t *testing.T, tbl catalog.Table, writer int64, seq int32, id int64, v string) record.KvBatch {
+func (k kvCodec) upsert(t testing.TB, tbl catalog.Table, writer int64, seq int32, id int64, v string) record.KvBatch {
 	t.Helper()
 	b := record.NewKvBatchBuilder(record.KvBatchHeader{SchemaID: int16(tbl.SchemaID), WriterID: writer, BatchSequence: seq})
 	key, err := k.keys.Append(nil, record.Row{id})

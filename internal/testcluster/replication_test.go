@@ -62,7 +62,7 @@ func leaderISR(t *testing.T, n *Node, tbl catalog.Table) catalog.LeaderAndISR {
 }
 
 // waitUntil polls cond until it holds, failing the test when ctx ends.
-func waitUntil(ctx context.Context, t *testing.T, what string, cond func() bool) {
+func waitUntil(ctx context.Context, t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	for !cond() {
 		select {
