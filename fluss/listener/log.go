@@ -282,6 +282,7 @@ func fetchBucket(n LogNode, ft fetchTable, br *flusspb.PbFetchLogReqForBucket, b
 	res := &flusspb.PbFetchLogRespForBucket{BucketId: proto.Int32(b), PartitionId: br.PartitionId}
 	fail := func(err error) (*flusspb.PbFetchLogRespForBucket, int, <-chan struct{}) {
 		setBucketError(&res.ErrorCode, &res.ErrorMessage, err)
+		res.Records = nil
 		return res, 0, nil
 	}
 	switch {
@@ -314,8 +315,14 @@ func fetchBucket(n LogNode, ft fetchTable, br *flusspb.PbFetchLogReqForBucket, b
 			return fail(fmt.Errorf("bucket %d: %w", b, err))
 		}
 	}
+	// records is always set on success, empty when there is nothing to
+	// read, as Fluss's server sets it: the 0.9.1 client reads it without
+	// asking whether it is there (CommonRpcMessageUtils.
+	// getFetchLogResultForBucket), and the exception an unset field throws
+	// drops the whole answer, every bucket's records with it, unseen.
+	res.Records = []byte{}
 	if len(stored) > 0 {
-		if res.Records, err = logbatch.ToFluss(nil, stored); err != nil {
+		if res.Records, err = logbatch.ToFluss(res.Records, stored); err != nil {
 			return fail(fmt.Errorf("bucket %d: stored batch: %w", b, err))
 		}
 	}
