@@ -156,6 +156,17 @@ const flussDatabase = "fluss"
 // createFlussDatabase creates the database "fluss" if it does not exist,
 // as a Fluss coordinator does when it starts, retrying until it is there
 // or ctx ends (the coordinator may not be in office yet).
+// openFluss opens the Fluss port (listener.Config.Open) once the database
+// fluss exists, so a Fluss client that connects while the node starts waits
+// for its first answer instead of getting NODE_NOT_READY or
+// DATABASE_NOT_EXIST, neither of which the 0.9.1 client retries when it
+// connects. Called once the node is ready.
+func (s *Server) openFluss(ctx context.Context) {
+	s.createFlussDatabase(ctx)
+	close(s.flussOpen)
+	s.lg.Info("serving the Fluss protocol", "addr", s.fluss.Addr().String(), "advertise", s.flussAddr)
+}
+
 func (s *Server) createFlussDatabase(ctx context.Context) {
 	c := flussCatalog{s: s, admin: s.adminH}
 	for {

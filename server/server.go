@@ -79,6 +79,10 @@ type Server struct {
 	fluss   *listener.Server // nil unless fluss.listen is set
 	// flussAddr is the advertised Fluss address, "" without fluss.listen.
 	flussAddr string
+	// flussOpen closes once the node is ready and the database fluss
+	// exists: the Fluss listener accepts connections from then on
+	// (openFluss, server/fluss.go).
+	flussOpen chan struct{}
 	// adminH and tabletH are the Connect API's handlers, which the Fluss
 	// listener's handlers call too (server/fluss.go).
 	adminH  *adminHandler
@@ -332,16 +336,17 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 		}
 		lln := netlimit.Wrap(ln, connLimits(cfg), s.lg.With("listener", "fluss"))
 		s.flussAddr = advertised(ln.Addr().String(), cfg.FlussAdvertise)
+		s.flussOpen = make(chan struct{})
 		if s.fluss, err = listener.Start(lln, listener.Config{
 			MaxRequestBytes: cfg.MaxRequestBytes, IdleTimeout: cfg.IdleTimeout, Logger: s.lg,
-			Ready: s.ready.Load, Catalog: flussCatalog{s: s, admin: s.adminH}, Log: flussLog{h: s.tabletH},
+			Ready: s.ready.Load, Open: s.flussOpen, Catalog: flussCatalog{s: s, admin: s.adminH}, Log: flussLog{h: s.tabletH},
 			KV:    flussKV{h: s.tabletH},
 			Small: flussSmall{h: s.tabletH, cat: flussCatalog{s: s, admin: s.adminH}},
 		}); err != nil {
 			ln.Close()
 			return fmt.Errorf("fluss.listen (--fluss-listen): %w", err)
 		}
-		s.lg.Info("serving the Fluss protocol", "addr", ln.Addr().String(), "advertise", s.flussAddr)
+		s.lg.Info("Fluss protocol port bound; it accepts connections once the node is ready", "addr", ln.Addr().String(), "advertise", s.flussAddr)
 	}
 
 	if err := s.register(ctx); err != nil {
@@ -375,7 +380,7 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.createFlussDatabase(runCtx)
+			s.openFluss(runCtx)
 		}()
 	}
 	s.lg.Info("node ready", "cluster_id", s.ClusterID(), "data_dir", cfg.DataDir)

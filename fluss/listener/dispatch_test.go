@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -174,6 +177,40 @@ func TestNotReady(t *testing.T) {
 	}
 	if resp := response(t, r); resp.Type != wire.SuccessResponse {
 		t.Fatalf("API_VERSIONS while not ready: %+v", resp)
+	}
+}
+
+// With Config.Open the port is bound from Start but accepts nothing until
+// Open closes: a client that connects while the node starts has its first
+// request answered once the node is ready, not with NODE_NOT_READY (which
+// the 0.9.1 client does not retry at bootstrap). Close works before Open.
+func TestOpenHoldsConnectionsUntilReady(t *testing.T) {
+	var ready atomic.Bool
+	open := make(chan struct{})
+	s := startWith(t, Config{Catalog: &blockingCatalog{}, Ready: ready.Load, Open: open})
+	c, _ := dial(t, s)
+	if _, err := c.Write(request(t, protocol.DatabaseExists, 0, 1, existsReq)); err != nil {
+		t.Fatal(err)
+	}
+	// Not answered while not open (without the gate the answer,
+	// NODE_NOT_READY, comes at once).
+	c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read before Open: %v, want no answer yet", err)
+	}
+	c.SetReadDeadline(time.Now().Add(time.Minute))
+	ready.Store(true)
+	close(open)
+	resp := response(t, wire.NewReader(c, 1<<20, "test"))
+	var out flusspb.DatabaseExistsResponse
+	if resp.Type != wire.SuccessResponse || proto.Unmarshal(resp.Body, &out) != nil || !out.GetExists() {
+		t.Fatalf("DATABASE_EXISTS after Open: %+v", resp)
+	}
+
+	never := startWith(t, Config{Open: make(chan struct{})})
+	dial(t, never)
+	if err := never.Close(); err != nil {
+		t.Fatalf("Close before Open: %v", err)
 	}
 }
 

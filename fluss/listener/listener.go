@@ -53,6 +53,17 @@ type Config struct {
 	// false every key but API_VERSIONS answers LEADER_NOT_AVAILABLE
 	// (retriable) naming NODE_NOT_READY. Nil: always ready.
 	Ready func() bool
+	// Open, when set, holds off accepting connections until it closes: the
+	// port is bound from Start (its address known, a conflict reported at
+	// once), and a client that connects earlier waits in the kernel's
+	// backlog with its first request unanswered until the node can serve
+	// it. The Fluss 0.9.1 client retries a bootstrap that fails with a
+	// network error or a timeout only 3 times in 0.7 s, and one answered
+	// with an error not at all (MetadataUpdater.
+	// tryToInitializeClusterWithRetries), so a node that starts answering
+	// before it is ready fails the clients that connect while it starts.
+	// Nil: accept from Start.
+	Open <-chan struct{}
 	// Catalog serves the catalog keys (catalog.go); nil answers them
 	// UNSUPPORTED_VERSION.
 	Catalog Catalog
@@ -115,6 +126,7 @@ type Server struct {
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
 	closed bool
+	done   chan struct{} // closed by Close
 	wg     sync.WaitGroup
 }
 
@@ -135,7 +147,7 @@ func Start(ln net.Listener, cfg Config) (*Server, error) {
 		resp.ApiVersions = append(resp.ApiVersions, &flusspb.PbApiVersion{
 			ApiKey: proto.Int32(int32(k)), MinVersion: proto.Int32(int32(info.MinVersion)), MaxVersion: proto.Int32(int32(info.MaxVersion))})
 	}
-	s := &Server{ln: ln, cfg: cfg, lg: lg, versions: resp, conns: map[net.Conn]struct{}{}}
+	s := &Server{ln: ln, cfg: cfg, lg: lg, versions: resp, conns: map[net.Conn]struct{}{}, done: make(chan struct{})}
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
@@ -148,6 +160,9 @@ func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 // goroutines to end.
 func (s *Server) Close() error {
 	s.mu.Lock()
+	if !s.closed {
+		close(s.done)
+	}
 	s.closed = true
 	for c := range s.conns {
 		c.Close()
@@ -160,6 +175,13 @@ func (s *Server) Close() error {
 
 func (s *Server) accept() {
 	defer s.wg.Done()
+	if s.cfg.Open != nil {
+		select {
+		case <-s.cfg.Open:
+		case <-s.done:
+			return
+		}
+	}
 	for {
 		c, err := s.ln.Accept()
 		if err != nil {
