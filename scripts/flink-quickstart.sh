@@ -122,12 +122,14 @@ if [ "$TARGET" = strom ]; then
   "$WORK/strom" server --data-dir "$WORK/data" --listen "127.0.0.1:$API" --raft-listen "127.0.0.1:$RAFT" \
     --gossip-listen "127.0.0.1:$GOSSIP" --fluss-listen "127.0.0.1:$FLUSS" > "$WORK/logs/strom.log" 2>&1 &
   PIDS+=($!)
-  # ready (/readyz) means the Fluss listener answers every key; the database fluss follows at once
   for i in $(seq 600); do
     STROM_API_LISTEN="127.0.0.1:$API" "$WORK/strom" healthcheck --timeout 1s > /dev/null 2>&1 && break
     alive "${PIDS[0]}" && [ "$i" -lt 600 ] || setup_failed "the Strom node did not become ready in 60 s"
     sleep 0.1
   done
+  # the Fluss port accepts once the node is ready and the database fluss exists
+  for i in $(seq 600); do listening "$FLUSS" && break
+    alive "${PIDS[0]}" && [ "$i" -lt 600 ] || setup_failed "the Strom node's Fluss port did not open in 60 s"; sleep 0.1; done
   BOOT=127.0.0.1:$FLUSS; DESC="Strom $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?') (fluss.listen $BOOT)"
 else
   jar() { local f; for f in "$FLIBS/$1"-[0-9]*.jar; do [ -f "$f" ] && { echo "$f"; return 0; }; done
