@@ -61,6 +61,8 @@ echo "Chromium at $(scripts/chromium.sh)"
 step "go test -race"
 # -count=1: the e2e tests build the binary in a subprocess, which the test cache cannot see.
 go test -race -count=1 -timeout 20m "$@" ./...
+# third_party/raft is its own module (go.mod's replace), outside ./...: its strom tests.
+(cd third_party/raft && go test -race -count=1 -timeout 5m .)
 
 step "the rolling upgrade: the previous release (docs/upgrading.md) replaced node by node under load"
 # Builds the commit docs/upgrading.md names in a git worktree, and this tree (3.5 minutes on the

@@ -533,6 +533,11 @@ func (r *Raft) pipelineSend(s *followerReplication, p AppendPipeline, nextIdx *u
 // pipelineDecode is used to decode the responses of pipelined requests.
 func (r *Raft) pipelineDecode(s *followerReplication, p AppendPipeline, stopCh, finishCh chan struct{}) {
 	defer close(finishCh)
+	// strom: a decoder that stops closes the pipeline, so that a send parked
+	// on it returns (ErrPipelineShutdown) and pipelineReplicate sees finishCh.
+	// Without it, with unbuffered pipeline channels (MaxRPCsInFlight 2), the
+	// send after a refused append parked for ever (hashicorp/raft#612).
+	defer p.Close()
 	respCh := p.Consumer()
 	for {
 		select {
