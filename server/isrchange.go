@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"connectrpc.com/connect"
@@ -69,14 +70,25 @@ func (c *isrChanger) AdjustISR(ctx context.Context, ch replica.ISRChange) error 
 	}
 	if c.s.coord.Epoch() != 0 {
 		_, err := c.s.coord.AdjustISR(ctx, req)
-		return err
+		return isrChangeError(err)
 	}
-	return c.call(func(client stromv1connect.CoordinatorInternalServiceClient) error {
+	return isrChangeError(c.call(func(client stromv1connect.CoordinatorInternalServiceClient) error {
 		_, err := client.AdjustIsr(ctx, connect.NewRequest(&stromv1.AdjustIsrRequest{
 			TableId: req.TableID, Bucket: req.Bucket, LeaderId: req.Leader, LeaderEpoch: req.LeaderEpoch, BucketEpoch: req.BucketEpoch, Isr: req.ISR,
 		}))
 		return err
-	})
+	}))
+}
+
+// isrChangeError marks the coordinator's answers that prove an ISR change
+// was not written as replica.ErrISRChangeRefused: an ineligible replica is
+// checked after the bucket epoch (a stale epoch is not such proof, nor is
+// a failed call).
+func isrChangeError(err error) error {
+	if errors.Is(err, coordinator.ErrIneligibleReplica) {
+		return fmt.Errorf("%w: %w", replica.ErrISRChangeRefused, err)
+	}
+	return err
 }
 
 // CommitRemoteLog is replica.RemoteLogCommitter, by the same way as

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -113,6 +114,9 @@ func (r *Replica) wakeISRCheckLocked(follower int32) {
 func (r *Replica) checkISR(ctx context.Context, isr ISRChanger, now time.Time, maxLag time.Duration) (bool, error) {
 	r.mu.Lock()
 	c, ok := r.isrProposalLocked(now, maxLag)
+	if ok {
+		r.askingLocked(c)
+	}
 	r.mu.Unlock()
 	if !ok {
 		return false, nil
@@ -121,6 +125,15 @@ func (r *Replica) checkISR(ctx context.Context, isr ISRChanger, now time.Time, m
 		r.mu.Lock()
 		if r.mu.bucketEpoch == c.BucketEpoch {
 			r.mu.isrRefused.epoch, r.mu.isrRefused.until = c.BucketEpoch, now.Add(isrRetryBackoff)
+			if errors.Is(err, ErrISRChangeRefused) && r.mu.isrMaximal.epoch == c.BucketEpoch {
+				// Nothing was written at this bucket epoch: had an earlier
+				// ask been, the epoch would have moved and this one been
+				// refused as stale.
+				r.mu.isrMaximal.ids = nil
+				if aerr := r.maybeAdvanceLocked(); aerr != nil {
+					r.lg.Error("advance the high watermark after a refused ISR change", "err", aerr)
+				}
+			}
 		}
 		r.mu.Unlock()
 		return true, fmt.Errorf("bucket %s: change the ISR from %v to %v: %w", r.tb, r.ISR(), c.ISR, err)
@@ -132,6 +145,23 @@ func (r *Replica) checkISR(ctx context.Context, isr ISRChanger, now time.Time, m
 	r.mu.Unlock()
 	r.lg.Info("asked for an ISR change", "to", c.ISR, "bucket_epoch", c.BucketEpoch)
 	return true, nil
+}
+
+// askingLocked notes, before ISR change c is sent, the followers it takes
+// into the ISR (isrMaximal): from now until the metadata shows a newer
+// bucket epoch the high watermark waits for them too. Else the high
+// watermark could pass a joiner, which was at it when asked but whose
+// fetches then stall, over the smaller ISR, and the coordinator write it
+// in below records it lacks: elected, it would lose them.
+func (r *Replica) askingLocked(c ISRChange) {
+	if r.mu.isrMaximal.epoch != c.BucketEpoch {
+		r.mu.isrMaximal.epoch, r.mu.isrMaximal.ids = c.BucketEpoch, nil
+	}
+	for _, id := range c.ISR {
+		if !slices.Contains(r.mu.isr, id) && !slices.Contains(r.mu.isrMaximal.ids, id) {
+			r.mu.isrMaximal.ids = append(r.mu.isrMaximal.ids, id)
+		}
+	}
 }
 
 // ISR returns the bucket's in-sync replicas as this replica last applied
@@ -175,3 +205,9 @@ func (m *Manager) checkISRs(ctx context.Context) {
 		}
 	}
 }
+
+// ErrISRChangeRefused wraps an ISRChanger's error when the coordinator
+// looked at the change at the bucket epoch it names and did not make it
+// (an ineligible replica): nothing was written at that epoch. Any other
+// error leaves open whether the change was written.
+var ErrISRChangeRefused = errors.New("replica: the coordinator refused the ISR change")

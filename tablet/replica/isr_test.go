@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -271,5 +272,79 @@ func TestRefusedISRChangeBacksOff(t *testing.T) {
 	r.setBucketEpoch(4) // the metadata moved: ask at once
 	if asked, _ := r.checkISR(ctx, coord, at, maxLag); !asked || coord.asks != 3 {
 		t.Errorf("at a new bucket epoch: asked %v (%d in all), want asked at once", asked, coord.asks)
+	}
+}
+
+// takingCoordinator takes every ISR change and writes none (its commit is
+// slow): the leader's metadata goes on showing the old ISR.
+type takingCoordinator struct{ err error }
+
+func (f *takingCoordinator) AdjustISR(context.Context, ISRChange) error { return f.err }
+
+// A follower the leader asks into the ISR counts for the high watermark
+// from the moment it is asked, not only once the metadata shows it (Kafka's
+// maximal ISR, KIP-497). Robustness seed 1303 lost 81 acknowledged appends
+// without it: node 3 rejoined at the high watermark, its fetches then
+// stalled, the coordinator's commit of [1 2 3] took 0.7 s, meanwhile the
+// leader committed ten records over [1 2] alone, and once [1 2 3] was
+// written node 3 was elected without them.
+func TestAskedISRJoinHoldsTheHighWatermark(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		refusal error // the coordinator's answer
+		held    bool  // whether node 3 holds the high watermark after it
+	}{
+		{name: "taken", held: true},
+		{name: "not known to be taken", refusal: errors.New("coordinator node 2: connection reset"), held: true},
+		{name: "refused", refusal: fmt.Errorf("%w: node 3 is not live", ErrISRChangeRefused), held: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := openLogReplica(t, 1)
+			if err := r.setLeaderAndISR(1, 1, []int32{1, 2}); err != nil {
+				t.Fatal(err)
+			}
+			r.setBucketEpoch(3)
+			fetch := func(node int32, offset int64) {
+				t.Helper()
+				if res := r.fetchAsLeader(node, BucketFetch{TB: r.tb, LeaderEpoch: 1, FetchOffset: offset}, 0, time.Now(), nil); res.Err != nil {
+					t.Fatal(res.Err)
+				}
+			}
+			fetch(2, 0)
+			fetch(3, 0) // at the high watermark: may rejoin
+			asked, _ := r.checkISR(context.Background(), &takingCoordinator{err: tc.refusal}, time.Now(), time.Hour)
+			if !asked {
+				t.Fatal("the leader did not ask for node 3 to rejoin")
+			}
+			ctx := context.Background()
+			for range 10 {
+				if _, err := r.Append(ctx, batch(1), 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			fetch(2, 10)
+			hw := r.Log().HighWatermark()
+			if tc.held && hw != 0 {
+				t.Fatalf("high watermark %d with node 3 asked into the ISR at 0, want 0", hw)
+			}
+			if !tc.held && hw != 10 {
+				t.Fatalf("high watermark %d after the coordinator refused node 3, want 10 (nodes 1 and 2 hold it)", hw)
+			}
+			if !tc.held {
+				return
+			}
+			// The change is written: node 3, still at 0, is in the ISR.
+			if err := r.setLeaderAndISR(1, 1, []int32{1, 2, 3}); err != nil {
+				t.Fatal(err)
+			}
+			r.setBucketEpoch(4)
+			if hw := r.Log().HighWatermark(); hw != 0 {
+				t.Fatalf("high watermark %d with ISR [1 2 3] and node 3 at 0, want 0", hw)
+			}
+			fetch(3, 10)
+			if hw := r.Log().HighWatermark(); hw != 10 {
+				t.Fatalf("high watermark %d once node 3 fetched at 10, want 10", hw)
+			}
+		})
 	}
 }

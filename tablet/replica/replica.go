@@ -99,6 +99,17 @@ type Replica struct {
 		// ISR change this leader asked for (-1: none): none is asked
 		// again until the metadata shows it.
 		isrAsked int32
+		// isrMaximal is, on the leader, the followers outside the ISR it
+		// asked the coordinator to take in at bucket epoch
+		// isrMaximal.epoch. Until the metadata shows a newer bucket epoch
+		// they count for the high watermark as if in the ISR (Kafka's
+		// maximal ISR, KIP-497): the coordinator may have written them in
+		// already, and a replica in the ISR holds everything committed.
+		// A refusal (ErrISRChangeRefused) empties it.
+		isrMaximal struct {
+			epoch int32
+			ids   []int32
+		}
 		// isrRefused is the bucket epoch at which the coordinator refused
 		// (or could not be asked for) this leader's last ISR change, and
 		// until when none is asked again at that epoch (isrRetryBackoff):
@@ -171,6 +182,7 @@ func newReplica(tb TableBucket, nodeID int32, lt *log.Tablet, kt *kv.Tablet, lg 
 	r := &Replica{tb: tb, nodeID: nodeID, log: lt, kv: kt, lg: lg, gapWait: gapWait, changed: changed}
 	r.mu.leader = -1
 	r.mu.isrAsked = -1
+	r.mu.isrMaximal.epoch = -1
 	r.mu.advanced = make(chan struct{})
 	r.mu.appended = make(chan struct{})
 	return r
@@ -249,7 +261,8 @@ func (r *Replica) notLeaderLocked() error {
 }
 
 // maybeAdvanceLocked moves the leader's high watermark up to the least
-// log end over the in-sync replicas, itself included (with a log flush
+// log end over the in-sync replicas, itself included, and the followers
+// it asked into the ISR at this bucket epoch (isrMaximal) (with a log flush
 // policy, only as far as the log is fsynced: log.Tablet.SetHighWatermark
 // stops there); a follower in the ISR that has not fetched since this
 // leadership started holds it where it is. It never moves it down. It
@@ -260,7 +273,11 @@ func (r *Replica) maybeAdvanceLocked() error {
 		return nil
 	}
 	target := r.log.LogEndOffset()
-	for _, id := range r.mu.isr {
+	counted := r.mu.isr
+	if r.mu.isrMaximal.epoch == r.mu.bucketEpoch {
+		counted = append(slices.Clone(counted), r.mu.isrMaximal.ids...)
+	}
+	for _, id := range counted {
 		if id == r.nodeID {
 			continue
 		}
