@@ -382,7 +382,7 @@ func (m *Manager) open(tb TableBucket, t catalog.Table) (*Replica, error) {
 			} else {
 				cause := err
 				m.restoreInBackground(tb, func(ctx context.Context) error {
-					kt, err := m.openRestoredCtx(ctx, tb, t, lt, kc, cause)
+					kt, err := m.openRestored(ctx, tb, t, lt, kc, cause)
 					if err != nil {
 						lt.Close()
 						return err

@@ -101,14 +101,9 @@ func positionLog(lt *log.Tablet, offset int64) error {
 }
 
 // openRestored is open's way out of kv.ErrAheadOfLog (cause): the KV
-// directory is replaced by the latest snapshot and the KV opened again. On
-// failure the error names cause too.
-func (m *Manager) openRestored(tb TableBucket, t catalog.Table, lt *log.Tablet, cfg kv.Config, cause error) (*kv.Tablet, error) {
-	return m.openRestoredCtx(context.Background(), tb, t, lt, cfg, cause)
-}
-
-// openRestoredCtx is openRestored with the download under ctx.
-func (m *Manager) openRestoredCtx(ctx context.Context, tb TableBucket, t catalog.Table, lt *log.Tablet, cfg kv.Config, cause error) (*kv.Tablet, error) {
+// directory is replaced by the latest snapshot, downloaded under ctx, and
+// the KV opened again. On failure the error names cause too.
+func (m *Manager) openRestored(ctx context.Context, tb TableBucket, t catalog.Table, lt *log.Tablet, cfg kv.Config, cause error) (*kv.Tablet, error) {
 	s, err := m.latestSnapshot(tb)
 	if err != nil {
 		return nil, errors.Join(cause, err)
