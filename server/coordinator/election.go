@@ -122,9 +122,11 @@ func withoutID(ids []int32, id int32) []int32 {
 // leader), it leaves the ELR, and it leaves the last known ISR of an
 // offline bucket that names another candidate (in the ISR or the ELR),
 // which held every acknowledged write when the bucket went offline. An
-// offline bucket whose only candidate is the starting node keeps it: with
-// no flush policy every candidate lost power, and what none of them had
-// fsynced is lost, as in Kafka.
+// offline bucket whose only candidate, in the ISR or the ELR, is the
+// starting node keeps it there: with no flush policy every candidate lost
+// power, and what none of them had fsynced is lost, as in Kafka; without
+// this the last of them left too and no replica could ever be elected
+// (TestPowerOffEveryNode, ISR [1] and ELR [2], nodes 1 and 2 starting).
 func electStarting(cur catalog.LeaderAndISR, replicas []int32, live func(int32) bool, unclean bool, minISR int, node int32) (catalog.LeaderAndISR, bool) {
 	next, changed := elect(cur, replicas, func(id int32) bool { return id != node && live(id) }, unclean, minISR)
 	bump := func() {
@@ -133,11 +135,14 @@ func electStarting(cur catalog.LeaderAndISR, replicas []int32, live func(int32) 
 			changed = true
 		}
 	}
+	if next.Leader < 0 && !slices.ContainsFunc(union(next.ISR, next.ELR), func(id int32) bool { return id != node }) {
+		return next, changed // the only candidate left keeps its place
+	}
 	if slices.Contains(next.ELR, node) {
 		bump()
 		next.ELR = withoutID(next.ELR, node)
 	}
-	if next.Leader < 0 && slices.Contains(next.ISR, node) && (len(next.ISR) > 1 || len(next.ELR) > 0) {
+	if next.Leader < 0 && slices.Contains(next.ISR, node) {
 		bump()
 		next.ISR = slices.DeleteFunc(slices.Clone(next.ISR), func(id int32) bool { return id == node })
 	}

@@ -263,7 +263,7 @@ func TestElect(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, changed := elect(tc.cur, replicas, tc.live, tc.unclean, 1)
 			if changed != tc.changed || got.Leader != tc.want.Leader || got.LeaderEpoch != tc.want.LeaderEpoch ||
-				got.BucketEpoch != tc.want.BucketEpoch || !slices.Equal(got.ISR, tc.want.ISR) {
+				got.BucketEpoch != tc.want.BucketEpoch || !slices.Equal(got.ISR, tc.want.ISR) || !slices.Equal(got.ELR, tc.want.ELR) {
 				t.Fatalf("elect(%+v) = %+v, %v; want %+v, %v", tc.cur, got, changed, tc.want, tc.changed)
 			}
 		})
@@ -411,6 +411,10 @@ func TestElectStarting(t *testing.T) {
 	lisr := func(leader, epoch, bucketEpoch int32, isr ...int32) catalog.LeaderAndISR {
 		return catalog.LeaderAndISR{Leader: leader, LeaderEpoch: epoch, BucketEpoch: bucketEpoch, ISR: isr}
 	}
+	withELR := func(l catalog.LeaderAndISR, elr ...int32) catalog.LeaderAndISR {
+		l.ELR = elr
+		return l
+	}
 	replicas := []int32{3, 1, 2}
 	for _, tc := range []struct {
 		name    string
@@ -429,9 +433,17 @@ func TestElectStarting(t *testing.T) {
 		{"offline, others in the last ISR", lisr(-1, 5, 8, 3, 1, 2), 3, live(), lisr(-1, 5, 9, 1, 2), true},
 		{"offline, alone in the last ISR", lisr(-1, 5, 8, 3), 3, live(), lisr(-1, 5, 8, 3), false},
 		{"offline, not in the last ISR", lisr(-1, 5, 8, 1), 3, live(), lisr(-1, 5, 8, 1), false},
+		// With min-in-sync 2: the ELR names candidates too. TestPowerOffEveryNode
+		// hung when the last candidate of a bucket whose ISR was [1] and ELR
+		// [2] left both in turn (node 1, then node 2 starting): no replica was
+		// left to elect, and the bucket stayed offline for good.
+		{"offline, alone in the ISR, another in the ELR", withELR(lisr(-1, 5, 8, 1), 2), 1, live(), withELR(lisr(-1, 5, 9), 2), true},
+		{"offline, the ELR's last candidate", withELR(lisr(-1, 5, 9), 2), 2, live(), withELR(lisr(-1, 5, 9), 2), false},
+		{"offline, one of two in the ELR", withELR(lisr(-1, 5, 9), 2, 3), 2, live(), withELR(lisr(-1, 5, 10), 3), true},
+		{"led, in the ELR", withELR(lisr(1, 5, 9, 1), 2), 2, live(1), lisr(1, 5, 10, 1), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, changed := electStarting(tc.cur, replicas, tc.live, false, 1, tc.node)
+			got, changed := electStarting(tc.cur, replicas, tc.live, false, 2, tc.node)
 			if changed != tc.changed || got.Leader != tc.want.Leader || got.LeaderEpoch != tc.want.LeaderEpoch ||
 				got.BucketEpoch != tc.want.BucketEpoch || !slices.Equal(got.ISR, tc.want.ISR) {
 				t.Fatalf("electStarting(%+v, %d) = %+v, %v; want %+v, %v", tc.cur, tc.node, got, changed, tc.want, tc.changed)
