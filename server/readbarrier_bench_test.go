@@ -2,9 +2,9 @@ package server
 
 import (
 	"context"
-	"syscall"
 	"testing"
 
+	"strom/internal/benchcpu"
 	"strom/record"
 )
 
@@ -68,39 +68,6 @@ func BenchmarkLookupReadBarrier(b *testing.B) {
 		name string
 		fn   func() error
 	}{{"without", without}, {"with", with}} {
-		b.Run(bc.name, func(b *testing.B) {
-			b.ReportAllocs()
-			start := processCPU(b)
-			for b.Loop() {
-				if err := bc.fn(); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(processCPU(b)-start)/float64(b.N), "cpu-ns/op")
-		})
-		b.Run(bc.name+"-parallel", func(b *testing.B) {
-			b.ReportAllocs()
-			b.SetParallelism(8)
-			start := processCPU(b)
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if err := bc.fn(); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-			b.ReportMetric(float64(processCPU(b)-start)/float64(b.N), "cpu-ns/op")
-		})
+		benchcpu.Run(b, bc.name, bc.fn)
 	}
-}
-
-// processCPU is the process's user and system CPU time in nanoseconds,
-// which a busy shared machine inflates far less than wall time.
-func processCPU(b *testing.B) int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"syscall"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 
+	"strom/internal/benchcpu"
 	"strom/raftmeta"
 	"strom/record"
 	stromv1 "strom/rpc/gen/strom/v1"
@@ -94,38 +94,6 @@ func BenchmarkLookupReadBarrier(b *testing.B) {
 		{"readindex-metaleader", readIndex(meta.Server().Metadata())},
 		{"readindex-follower", readIndex(follower.Server().Metadata())},
 	} {
-		b.Run(bc.name, func(b *testing.B) {
-			b.ReportAllocs()
-			start := processCPU(b)
-			for b.Loop() {
-				if err := bc.fn(); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(processCPU(b)-start)/float64(b.N), "cpu-ns/op")
-		})
-		b.Run(bc.name+"-parallel", func(b *testing.B) {
-			b.ReportAllocs()
-			b.SetParallelism(8)
-			start := processCPU(b)
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if err := bc.fn(); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-			b.ReportMetric(float64(processCPU(b)-start)/float64(b.N), "cpu-ns/op")
-		})
+		benchcpu.Run(b, bc.name, bc.fn)
 	}
-}
-
-// processCPU is the process's user and system CPU time in nanoseconds.
-func processCPU(b *testing.B) int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }
