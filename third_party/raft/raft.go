@@ -985,8 +985,18 @@ func (r *Raft) verifyLeader(v *verifyFuture) {
 	v.notifyCh = r.verifyCh
 	r.leaderState.notify[v] = struct{}{}
 
-	// Trigger immediate heartbeats
-	for _, repl := range r.leaderState.replState {
+	// Trigger immediate heartbeats. strom: only to the voters, whose replies
+	// are the votes v counts: upstream asked every follower, and a nonvoter's
+	// heartbeat reply counted toward the quorum, so a leader cut from the
+	// other voters but still reaching a nonvoter was confirmed.
+	for _, server := range r.configurations.latest.Servers {
+		if server.Suffrage != Voter || server.ID == r.localID {
+			continue
+		}
+		repl, ok := r.leaderState.replState[server.ID]
+		if !ok {
+			continue
+		}
 		repl.notifyLock.Lock()
 		repl.notify[v] = struct{}{}
 		repl.notifyLock.Unlock()
