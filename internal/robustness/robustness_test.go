@@ -200,3 +200,26 @@ func TestWaitServed(t *testing.T) {
 		t.Fatalf("since 20 only kv_put succeeded; got %v", err)
 	}
 }
+
+// TestRunStepsLeavesOutLateFaults: faults that take longer than the gaps
+// between them (a rolling restart on a loaded machine) fall behind; once
+// the window of faults has closed the rest are left out, not injected
+// until the run's deadline cuts one short.
+func TestRunStepsLeavesOutLateFaults(t *testing.T) {
+	var steps []Step
+	for i := range 20 {
+		steps = append(steps, Step{At: time.Duration(i) * 50 * time.Millisecond, Kind: RollingRestart})
+	}
+	clock := history.NewClock()
+	injected, skipped := runSteps(context.Background(), steps, time.Second, clock, func(Step) { time.Sleep(400 * time.Millisecond) })
+	// Each injection takes 400 ms, so at most 3 start within 1 s (at 0,
+	// 0.4 and 0.8 s, or fewer if the machine is slow).
+	if injected > 3 || injected+skipped != len(steps) {
+		t.Fatalf("injected %d, skipped %d of %d steps; want at most 3 injected, the rest skipped", injected, skipped, len(steps))
+	}
+	// Steps on time are all injected.
+	injected, skipped = runSteps(context.Background(), steps[:3], time.Minute, history.NewClock(), func(Step) {})
+	if injected != 3 || skipped != 0 {
+		t.Fatalf("on time: injected %d, skipped %d; want 3, 0", injected, skipped)
+	}
+}
