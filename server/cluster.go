@@ -175,10 +175,20 @@ const leaderCheckInterval = 250 * time.Millisecond
 // declares a node dead only after its suspicion timeout, during which the
 // node could refute; and should it still be alive, its heartbeat loop sees
 // its registration gone and registers again.
+//
+// A node that gossip held dead before this node took office is expired
+// only once this node has led for the gossip's failure-detection time
+// (deadToExpire): its view may be stale (memberlist had not merged the
+// node's refutation or rejoin here yet), and a live node's registration
+// closed takes it out of every ISR and leadership. Kafka's controller
+// likewise waits one session timeout for broker heartbeats after a
+// failover.
 func (s *Server) expireFailed(ctx context.Context) {
 	t := time.NewTicker(leaderCheckInterval)
 	defer t.Stop()
 	wasLeader := false
+	var office time.Time  // when this node last became leader
+	var recheck time.Time // when a node held dead at office start may be expired; zero: none waits
 	for {
 		failed := false
 		select {
@@ -189,22 +199,30 @@ func (s *Server) expireFailed(ctx context.Context) {
 		case <-t.C:
 		}
 		leader := s.meta.IsLeader()
-		if leader && (failed || !wasLeader) {
-			s.expireDead(ctx)
+		now := time.Now()
+		if leader && !wasLeader {
+			office = now
+		}
+		due := !recheck.IsZero() && !now.Before(recheck)
+		if leader && (failed || !wasLeader || due) {
+			recheck = s.expireDead(ctx, office, now)
+		}
+		if !leader {
+			recheck = time.Time{}
 		}
 		wasLeader = leader
 	}
 }
 
 // expireDead closes the registration session of every node gossip holds
-// dead.
-func (s *Server) expireDead(ctx context.Context) {
+// dead that deadToExpire allows, this node having taken office at office,
+// and returns when the others may be (zero: none waits).
+func (s *Server) expireDead(ctx context.Context, office, now time.Time) time.Time {
 	m := s.members.Load()
-	for _, mb := range m.Members() {
-		if mb.Alive || mb.ID == s.cfg.NodeID {
-			continue
-		}
-		owner, err := s.cat.TabletServerOwner(mb.ID)
+	members := m.Members()
+	dead, recheck := deadToExpire(members, s.cfg.NodeID, office, now, s.cfg.GossipTimings.DetectionTime(len(members)))
+	for _, id := range dead {
+		owner, err := s.cat.TabletServerOwner(id)
 		if err != nil || owner == 0 {
 			continue
 		}
@@ -212,11 +230,34 @@ func (s *Server) expireDead(ctx context.Context) {
 		err = s.meta.CloseSession(cctx, owner)
 		cancel()
 		if err != nil && !errors.Is(err, raftmeta.ErrSessionExpired) {
-			s.lg.Warn("could not expire the registration of a dead node; its session will time out", "dead_node", mb.ID, "err", err)
+			s.lg.Warn("could not expire the registration of a dead node; its session will time out", "dead_node", id, "err", err)
 			continue
 		}
-		s.lg.Info("expired the registration of a node gossip declared dead", "dead_node", mb.ID, "session", fmt.Sprintf("%#x", owner))
+		s.lg.Info("expired the registration of a node gossip declared dead", "dead_node", id, "session", fmt.Sprintf("%#x", owner))
 	}
+	return recheck
+}
+
+// deadToExpire returns the members other than self that gossip holds dead
+// and that a Raft leader in office since office may expire at now: those
+// declared dead while it was in office (fresh news: gossip took its
+// failure-detection time to declare them), and, once it has led for grace
+// (the failure-detection time), the others too. A member this node's view
+// held dead before it took office may be alive, its refutation not merged
+// here yet: it gets grace from the office start to show up alive. recheck
+// is when the ones left waiting may be expired (zero: none waits).
+func deadToExpire(members []membership.Member, self int32, office, now time.Time, grace time.Duration) (dead []int32, recheck time.Time) {
+	for _, mb := range members {
+		if mb.Alive || mb.ID == self {
+			continue
+		}
+		if mb.Since.After(office) || now.Sub(office) >= grace {
+			dead = append(dead, mb.ID)
+			continue
+		}
+		recheck = office.Add(grace)
+	}
+	return dead, recheck
 }
 
 // Members returns every node the gossip has seen, alive or not, this one

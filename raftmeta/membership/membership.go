@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"slices"
 	"strconv"
@@ -59,6 +60,24 @@ type Timings struct {
 // the timeouts of a member that is itself slow to answer.
 func DefaultTimings() Timings {
 	return Timings{ProbeInterval: 500 * time.Millisecond, ProbeTimeout: 250 * time.Millisecond, SuspicionMult: 4}
+}
+
+// DetectionTime is about how long gossip with these timings takes to
+// declare a killed member of a cluster of n nodes dead: one probe interval
+// to be probed, then memberlist's suspicion timeout, SuspicionMult ×
+// max(1, log10(n)) × ProbeInterval. Zero fields count as memberlist's LAN
+// defaults (probe interval 1 s, suspicion multiplier 4), as Start applies
+// them.
+func (t Timings) DetectionTime(n int) time.Duration {
+	probe, mult := t.ProbeInterval, t.SuspicionMult
+	if probe <= 0 {
+		probe = time.Second
+	}
+	if mult <= 0 {
+		mult = 4
+	}
+	scale := max(1, math.Log10(float64(max(n, 1))))
+	return probe + time.Duration(float64(mult)*scale*float64(probe))
 }
 
 // LocalTimings are short timings for loopback clusters (tests): a killed
