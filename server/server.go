@@ -14,6 +14,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -121,6 +122,9 @@ type Server struct {
 
 	stopOnce sync.Once
 	stopErr  error
+	// stopStage names what Stop waits for now ("" before Stop): Run logs
+	// it when the stop overruns shutdown.timeout.
+	stopStage atomic.Pointer[string]
 }
 
 // NewLogger returns the logger a node writes with, per format ("text" or
@@ -613,10 +617,17 @@ func (s *Server) Stop(ctx context.Context) error {
 func (s *Server) stop(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ShutdownTimeout)
 	defer cancel()
-	s.controlledShutdown(ctx)
+	// The controlled shutdown may wait (for leaders to move) until its own
+	// deadline; the stages after it need a little of the budget to close
+	// the replicas and the metadata replica within shutdown.timeout.
+	s.stageStarted("controlled shutdown")
+	cctx, ccancel := context.WithTimeout(ctx, s.cfg.ShutdownTimeout-closeReserve(s.cfg.ShutdownTimeout))
+	s.controlledShutdown(cctx)
+	ccancel()
 	s.ready.Store(false)
 	close(s.stopping)
 	var errs []error
+	s.stageStarted("stop the API (requests in flight finish)")
 	if s.http != nil {
 		if err := s.http.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("stop api: %w", err))
@@ -625,15 +636,18 @@ func (s *Server) stop(ctx context.Context) error {
 		s.apiLn.Close()
 	}
 	if s.zk != nil {
+		s.stageStarted("stop the ZooKeeper shim")
 		if err := s.zk.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("stop zookeeper shim: %w", err))
 		}
 	}
 	if s.fluss != nil {
+		s.stageStarted("stop the Fluss listener")
 		if err := s.fluss.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 			errs = append(errs, fmt.Errorf("stop fluss listener: %w", err))
 		}
 	}
+	s.stageStarted("close the replicas and background loops")
 	s.scanners.closeAll()
 	s.cancel()
 	s.wg.Wait()
@@ -641,22 +655,49 @@ func (s *Server) stop(ctx context.Context) error {
 		s.kvCache.Unref() // the KV tablets took their own references
 	}
 	if s.remote != nil {
+		s.stageStarted("close remote.data.dir")
 		if err := s.remote.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close remote.data.dir: %w", err))
 		}
 	}
 	if m := s.members.Load(); m != nil {
+		s.stageStarted("leave the gossip")
 		if err := m.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("stop gossip: %w", err))
 		}
 	}
 	if s.meta != nil {
+		s.stageStarted("close the metadata replica (raft shutdown)")
 		if err := s.meta.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close metadata replica: %w", err))
 		}
 	}
+	s.stageStarted("")
 	s.lg.Info("node stopped")
 	return errors.Join(errs...)
+}
+
+// closeReserve is the part of shutdown.timeout kept from the controlled
+// shutdown for the stages after it: a fifth, at most 5 s.
+func closeReserve(timeout time.Duration) time.Duration {
+	return min(timeout/5, 5*time.Second)
+}
+
+// stageStarted records and logs the stage Stop now waits for.
+func (s *Server) stageStarted(stage string) {
+	s.stopStage.Store(&stage)
+	if stage != "" {
+		s.lg.Info("stopping: " + stage)
+	}
+}
+
+// StopStage names what a running Stop waits for ("" when none runs or it
+// has finished).
+func (s *Server) StopStage() string {
+	if p := s.stopStage.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // HTTP2Config is the HTTP/2 tuning of the API for bulk data: large frames
@@ -678,7 +719,45 @@ func Run(ctx context.Context, cfg Config, lg *slog.Logger) error {
 	}
 	<-ctx.Done()
 	lg.Info("stopping")
-	return s.Stop(context.Background())
+	return stopWithin(s, cfg.ShutdownTimeout, lg)
+}
+
+// stopper is what stopWithin stops: a *Server.
+type stopper interface {
+	Stop(ctx context.Context) error
+	StopStage() string
+}
+
+// allStacks is every goroutine's stack, as a SIGQUIT prints them.
+func allStacks() []byte {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) || len(buf) >= 64<<20 {
+			return buf[:n]
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// stopWithin stops s and returns within timeout (shutdown.timeout) even if
+// a stage of the stop blocks: it then logs the stage and every goroutine's
+// stack, and returns an error, so the process exits as after a crash
+// (every acknowledged write is on disk already; the data directory
+// recovers on restart) rather than outlive the supervisor's grace period.
+func stopWithin(s stopper, timeout time.Duration, lg *slog.Logger) error {
+	done := make(chan error, 1)
+	go func() { done <- s.Stop(context.Background()) }()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+	}
+	stage := s.StopStage()
+	lg.Error("stop overran shutdown.timeout: exiting without finishing it", "timeout", timeout, "stage", stage, "goroutines", string(allStacks()))
+	return fmt.Errorf("stop did not finish within shutdown.timeout (%s), still at %q: exiting without it", timeout, stage)
 }
 
 // connectOptions are the options of every Connect handler of the API.
