@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -93,6 +94,7 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 		"STROM_SHUTDOWN_TIMEOUT=10s",
 		"STROM_LOG_FORMAT=json",
 		"STROM_LOG_LEVEL=info",
+		"STROM_DEBUG_PPROF=true", // for DumpGoroutines
 	}, opts.Env...)
 	prefix := proxy.LoopbackPrefix()
 	var joins []string
@@ -330,6 +332,41 @@ func (c *Cluster) Servers() string {
 // retry.
 func (c *Cluster) Client(retry time.Duration) (*client.Client, error) {
 	return client.New(c.Servers(), client.WithRetryTimeout(retry))
+}
+
+// DumpGoroutines writes every running node's goroutine stacks (its
+// /debug/pprof/goroutine?debug=2) to goroutines-<run clock>.txt in the
+// node's directory, for a run whose cluster stopped serving: the stacks
+// show what a stuck node waits for, where its log only shows that it does.
+// Paused and stopped nodes are skipped.
+func (c *Cluster) DumpGoroutines(ctx context.Context, label string) {
+	hc := &http.Client{Timeout: 10 * time.Second}
+	for _, n := range c.nodes {
+		if !n.Running() || n.Paused() {
+			continue
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.private+"/debug/pprof/goroutine?debug=2", nil)
+		if err != nil {
+			continue
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			c.lg.Warn("goroutine dump failed", "node", n.Name, "err", err)
+			continue
+		}
+		path := filepath.Join(n.dir, "goroutines-"+label+".txt")
+		f, err := os.Create(path)
+		if err == nil {
+			_, err = io.Copy(f, resp.Body)
+			err = errors.Join(err, f.Close())
+		}
+		resp.Body.Close()
+		if err != nil {
+			c.lg.Warn("goroutine dump failed", "node", n.Name, "err", err)
+			continue
+		}
+		c.lg.Info("goroutines dumped", "node", n.Name, "path", path)
+	}
 }
 
 // RaftLeader asks every running, unpaused node which node is the Raft

@@ -221,7 +221,10 @@ func Run(ctx context.Context, opts Options) (*Verdict, error) {
 	healed := rec.clock.Now()
 	serveCtx, cancel := context.WithTimeout(after, serveDeadline)
 	defer cancel()
-	problem(rec.waitServed(serveCtx, healed))
+	if err := rec.waitServed(serveCtx, healed); err != nil {
+		problem(err)
+		c.DumpGoroutines(after, "not-served")
+	}
 	lg.Info("healed and served; quiet period", "quiet", opts.Quiet)
 	sleepUntil(ctx, rec.clock, time.Duration(rec.clock.Now())+opts.Quiet)
 	close(w.stop)
