@@ -278,7 +278,7 @@ func (f *fetcher) round(ctx context.Context, backoff *bucketBackoff) error {
 		}
 		switch {
 		case errors.Is(res.Err, log.ErrOffsetOutOfRange):
-			err = r.resetTo(ctx, f.leader, epoch, res)
+			err = r.resetTo(f.leader, epoch, res)
 		case res.Err != nil:
 			err = res.Err
 		default:

@@ -30,11 +30,11 @@ type following struct {
 }
 
 // following reports the replica's fetch state if it follows leader (and
-// is not closed).
+// is not closed, nor restoring its KV in the background).
 func (r *Replica) following(leader int32) (following, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.mu.closed || r.mu.leader != leader || leader == r.nodeID || leader < 0 {
+	if r.mu.closed || r.mu.restoring || r.mu.leader != leader || leader == r.nodeID || leader < 0 {
 		return following{}, false
 	}
 	return following{
@@ -138,10 +138,11 @@ func (r *Replica) flushFetched() error {
 // start (retention deleted what the follower lacks) the log restarts empty
 // there; above its log end (a divergent tail the truncation missed) it is
 // cut to it. A primary-key follower below the leader's log start restores
-// the latest KV snapshot instead (restore.go).
-func (r *Replica) resetTo(ctx context.Context, leader, epoch int32, res BucketFetchResult) error {
+// the latest KV snapshot instead, in the background (restore.go), so that
+// the fetcher goes on with its other buckets meanwhile.
+func (r *Replica) resetTo(leader, epoch int32, res BucketFetchResult) error {
 	if r.kv != nil && r.snapshots != nil && r.log.LogEndOffset() < res.LogStartOffset {
-		return r.snapshots.restoreFollower(ctx, r, leader, epoch, res.LogStartOffset)
+		return r.snapshots.restoreFollowerInBackground(r, leader, epoch, res.LogStartOffset)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

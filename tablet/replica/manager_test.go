@@ -61,8 +61,17 @@ func createTable(t testing.TB, meta *raftmeta.Node, name string, buckets int32, 
 	return id
 }
 
-// startManager runs a manager in dir; opts adjust its configuration.
+// startManager runs a manager in dir; opts adjust its configuration. It
+// stops at cleanup.
 func startManager(t testing.TB, meta *raftmeta.Node, dir string, opts ...func(*Config)) *Manager {
+	t.Helper()
+	m, _ := runManager(t, meta, dir, opts...)
+	return m
+}
+
+// runManager is startManager with a stop of its own (idempotent; also run
+// at cleanup).
+func runManager(t testing.TB, meta *raftmeta.Node, dir string, opts ...func(*Config)) (*Manager, func()) {
 	t.Helper()
 	lc := log.DefaultConfig()
 	lc.NoSync = true
@@ -74,8 +83,10 @@ func startManager(t testing.TB, meta *raftmeta.Node, dir string, opts ...func(*C
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = m.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return m
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return m, stop
 }
 
 func waitFor(t testing.TB, what string, cond func() bool) {

@@ -124,7 +124,12 @@ type Replica struct {
 		// follow is, on a follower, its progress in the current leader
 		// epoch (reset by every role change).
 		follow followState
-		closed bool
+		// restoring: a background restore of this follower's KV from the
+		// latest snapshot runs (restoreFollowerInBackground); the fetcher
+		// leaves the bucket out until it ends. Kept across role changes:
+		// one restore at a time writes the bucket's kv-restore directory.
+		restoring bool
+		closed    bool
 		// tiered is, on a leader, the remote log manifest it committed
 		// last (tier.go); nil before its first commit.
 		tiered *catalog.RemoteLogManifest

@@ -160,11 +160,51 @@ func (m *Manager) restoreInBackground(tb TableBucket, restore func(ctx context.C
 	})
 }
 
+// restoreFollowerInBackground starts restoreFollower in a goroutine of its
+// own (counted in restores, under Run's context): a follower's restore
+// downloads the whole KV, and on the fetcher's goroutine it would stall
+// every other bucket the fetcher fetches from the same leader. Until it
+// ends the replica is restoring: following leaves it out of the fetches.
+// When it ends the manager reconciles again, which wakes the fetchers; a
+// restore that failed other than by a role change keeps the bucket out
+// for restoreRetry first, so that a failing download is not tried again
+// at once.
+func (m *Manager) restoreFollowerInBackground(r *Replica, leader, epoch int32, leaderStart int64) error {
+	r.mu.Lock()
+	if err := r.checkRoleLocked(leader, epoch); err != nil || r.mu.restoring {
+		r.mu.Unlock()
+		return err
+	}
+	r.mu.restoring = true
+	r.mu.Unlock()
+	m.mu.RLock()
+	ctx := m.mu.runCtx
+	m.mu.RUnlock()
+	m.restores.Go(func() {
+		err := m.restoreFollower(ctx, r, leader, epoch, leaderStart)
+		switch {
+		case err == nil:
+			r.lg.Info("follower restored its KV from the latest snapshot")
+		case failed(err) != nil:
+			r.lg.Error("follower restore of its KV from the latest snapshot failed: tried again", "err", err, "retry_in", restoreRetry)
+			pause(ctx, restoreRetry)
+		}
+		r.mu.Lock()
+		r.mu.restoring = false
+		r.mu.Unlock()
+		select {
+		case m.reconcileWake <- struct{}{}:
+		default:
+		}
+	})
+	return nil
+}
+
 // restoreFollower rebuilds the KV of a follower of leader at epoch whose log
 // ends below the leader's log start (leaderStart): the latest snapshot is
 // downloaded (no lock held), then, if the role is still the same, the log
 // restarts at the snapshot's offset and the KV is replaced by it; the
-// fetcher goes on from there.
+// fetcher goes on from there. restoreFollowerInBackground runs it.
 func (m *Manager) restoreFollower(ctx context.Context, r *Replica, leader, epoch int32, leaderStart int64) error {
 	s, err := m.latestSnapshot(r.tb)
 	if err != nil {

@@ -16,19 +16,7 @@ import (
 	"strom/raftmeta/catalog"
 	"strom/record"
 	"strom/remote"
-	"strom/tablet/log"
 )
-
-// metaSnapshotCommitter writes a bucket's retained snapshots straight into
-// the metadata, as the coordinator does once it checked the leader (unit
-// tests only).
-type metaSnapshotCommitter struct{ meta *raftmeta.Node }
-
-func (c metaSnapshotCommitter) CommitKvSnapshots(ctx context.Context, kc KvSnapshotCommit) error {
-	op := catalog.New(c.meta).SetKvSnapshotsOp(kc.TB.TableID, kc.TB.Bucket, catalog.KvSnapshots{LeaderEpoch: kc.LeaderEpoch, Snapshots: kc.Snapshots})
-	_, err := c.meta.Multi(ctx, 0, op)
-	return err
-}
 
 // blockingStore holds every Get until release is closed; got is closed at
 // the first.
@@ -53,6 +41,13 @@ func (s *blockingStore) Get(ctx context.Context, key string, rng remote.Range) (
 // STRING) on node 1 alone.
 func createKVTableMeta(t *testing.T, meta *raftmeta.Node, name string) int64 {
 	t.Helper()
+	return createKVTableOn(t, meta, name, []int32{1}, []int32{1})
+}
+
+// createKVTableOn registers a one-bucket primary-key table (id INT, name
+// STRING) on replicas, led by node 1 with ISR isr.
+func createKVTableOn(t *testing.T, meta *raftmeta.Node, name string, replicas, isr []int32) int64 {
+	t.Helper()
 	cat := catalog.New(meta)
 	ctx := context.Background()
 	id, claim, err := cat.NextTableID()
@@ -66,8 +61,8 @@ func createKVTableMeta(t *testing.T, meta *raftmeta.Node, name string) int64 {
 			{Name: "name", Type: record.DataType{Root: record.String, Nullable: true}},
 		}, PrimaryKey: []string{"id"}},
 		Registration: catalog.TableRegistration{TableID: id, BucketCount: 1},
-		Assignment:   &catalog.TableAssignment{Buckets: map[int32][]int32{0: {1}}},
-		LeaderISR:    map[int32]catalog.LeaderAndISR{0: {Leader: 1, LeaderEpoch: 3, ISR: []int32{1}}},
+		Assignment:   &catalog.TableAssignment{Buckets: map[int32][]int32{0: replicas}},
+		LeaderISR:    map[int32]catalog.LeaderAndISR{0: {Leader: 1, LeaderEpoch: 3, ISR: isr}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -76,26 +71,6 @@ func createKVTableMeta(t *testing.T, meta *raftmeta.Node, name string) int64 {
 		t.Fatal(err)
 	}
 	return id
-}
-
-// runManager is startManager with a stop of its own (idempotent; also run
-// at cleanup).
-func runManager(t *testing.T, meta *raftmeta.Node, dir string, opts ...func(*Config)) (*Manager, func()) {
-	t.Helper()
-	lc := log.DefaultConfig()
-	lc.NoSync = true
-	cfg := Config{NodeID: 1, Dir: dir, Log: lc, RetentionInterval: time.Hour, CheckpointInterval: time.Hour, WriterExpirationInterval: time.Hour, Logger: metatest.Logger(t)}
-	for _, o := range opts {
-		o(&cfg)
-	}
-	m := NewManager(cfg, meta)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = m.Run(ctx) }()
-	var once sync.Once
-	stop := func() { once.Do(func() { cancel(); <-done }) }
-	t.Cleanup(stop)
-	return m, stop
 }
 
 // A node whose KV directory of a primary-key bucket is lost (over a
@@ -119,7 +94,7 @@ func TestRestoreDoesNotHoldUpOtherReplicas(t *testing.T) {
 	snapshots := func(st remote.Store) func(*Config) {
 		return func(c *Config) {
 			c.Log.SegmentBytes = 1 << 10
-			c.Snapshot = SnapshotConfig{Store: st, Interval: time.Hour, NumRetained: 1, Committer: metaSnapshotCommitter{meta}}
+			c.Snapshot = SnapshotConfig{Store: st, Interval: time.Hour, NumRetained: 1, Committer: metaCommitter{meta}}
 		}
 	}
 	data := filepath.Join(dir, "data")
@@ -181,6 +156,86 @@ func TestRestoreDoesNotHoldUpOtherReplicas(t *testing.T) {
 		vals, err := kt.Lookup([][]byte{key})
 		if err != nil || len(vals) != 1 || vals[0] == nil {
 			t.Fatalf("lookup %d after the restore: %v, %v", i, vals, err)
+		}
+	}
+}
+
+// A follower behind its leader's log start restores the latest KV snapshot
+// in the background: while its download is held, another bucket that the
+// same fetcher follows from the same leader keeps replicating; once the
+// download ends the follower catches up with every row. Before, the
+// restore ran on the fetcher's goroutine and the other bucket stalled for
+// the whole download.
+func TestFollowerRestoreDoesNotStallItsFetcher(t *testing.T) {
+	ctx := context.Background()
+	meta := metatest.NewNode(t)
+	dir := t.TempDir()
+	logID := createTable(t, meta, "log", 1, []int32{1, 2})
+	kvID := createKVTableOn(t, meta, "kv", []int32{1, 2}, []int32{1}) // node 2 joins later
+	logTB, kvTB := TableBucket{logID, 0}, TableBucket{kvID, 0}
+	fstore, err := remote.OpenFile(filepath.Join(dir, "remote"), remote.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapshots := func(node int32, st remote.Store) func(*Config) {
+		return func(c *Config) {
+			c.NodeID = node
+			c.Log.SegmentBytes = 1 << 10
+			c.Snapshot = SnapshotConfig{Store: st, Interval: time.Hour, NumRetained: 1, Committer: metaCommitter{meta}}
+		}
+	}
+	m1 := startManager(t, meta, filepath.Join(dir, "1"), snapshots(1, fstore))
+	kl, ll := leadingReplica(t, m1, kvTB), leadingReplica(t, m1, logTB)
+	kr := &kvReplica{Replica: kl, t: t}
+	cols := []record.Column{{Name: "id", Type: record.DataType{Root: record.Int}}, {Name: "name", Type: record.DataType{Root: record.String, Nullable: true}}}
+	kr.rows, _ = record.NewCompactedRowCodec(cols)
+	kr.keys, _ = record.NewKeyCodec(cols, []string{"id"})
+	for i := range 20 {
+		if _, err := kl.PutKv(ctx, kr.upsert(int32(i), int32(i), "v"+strconv.Itoa(i)), nil, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the KV flushed to the high watermark", func() bool { return kl.kv.FlushedOffset() == kl.log.HighWatermark() })
+	m1.SnapshotOnce(ctx, time.Now())
+	if kl.log.LogStartOffset() == 0 {
+		t.Fatal("the changelog was not trimmed below the snapshot")
+	}
+
+	peer := &fakePeer{leaders: map[TableBucket]*Replica{kvTB: kl, logTB: ll}, fetches: map[TableBucket]int{}}
+	bs := &blockingStore{Store: fstore, got: make(chan struct{}), release: make(chan struct{})}
+	var released sync.Once
+	release := func() { released.Do(func() { close(bs.release) }) }
+	m2 := startManager(t, meta, filepath.Join(dir, "2"), snapshots(2, bs), func(c *Config) {
+		c.Fetch = FetchConfig{Peer: peer, MaxBytes: 1 << 20, MaxBytesForBucket: 1 << 20, MaxWait: 10 * time.Millisecond, Backoff: 10 * time.Millisecond}
+	})
+	t.Cleanup(release) // before the managers stop
+	select {
+	case <-bs.got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no follower restore started")
+	}
+	if _, err := ll.Append(ctx, batch(3), 1); err != nil {
+		t.Fatal(err)
+	}
+	end := ll.log.LogEndOffset()
+	waitFor(t, "the log bucket replicated during the other bucket's restore", func() bool {
+		r, err := m2.Replica(logTB)
+		return err == nil && r.log.LogEndOffset() == end
+	})
+
+	release()
+	kf, err := m2.Replica(kvTB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the restored follower caught up", func() bool {
+		return kf.log.LogEndOffset() == kl.log.LogEndOffset() && kf.kv.FlushedOffset() == kl.log.HighWatermark()
+	})
+	for i := range 20 {
+		key, _ := kr.keys.AppendRow(nil, record.Row{int32(i), "v" + strconv.Itoa(i)})
+		vals, err := kf.kv.Lookup([][]byte{key})
+		if err != nil || len(vals) != 1 || vals[0] == nil {
+			t.Fatalf("lookup %d on the restored follower: %v, %v", i, vals, err)
 		}
 	}
 }

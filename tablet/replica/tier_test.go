@@ -15,12 +15,19 @@ import (
 	"strom/remote"
 )
 
-// metaCommitter writes a manifest straight into the metadata, as the
-// coordinator does once it checked the leader (unit tests only).
+// metaCommitter writes a remote log manifest or a bucket's retained KV
+// snapshots straight into the metadata, as the coordinator does once it
+// checked the leader (unit tests only).
 type metaCommitter struct{ meta *raftmeta.Node }
 
 func (c metaCommitter) CommitRemoteLog(ctx context.Context, rc RemoteLogCommit) error {
 	op := catalog.New(c.meta).SetRemoteLogsOp(rc.TB.TableID, rc.TB.Bucket, catalog.RemoteLogManifest{LeaderEpoch: rc.LeaderEpoch, Segments: rc.Segments})
+	_, err := c.meta.Multi(ctx, 0, op)
+	return err
+}
+
+func (c metaCommitter) CommitKvSnapshots(ctx context.Context, kc KvSnapshotCommit) error {
+	op := catalog.New(c.meta).SetKvSnapshotsOp(kc.TB.TableID, kc.TB.Bucket, catalog.KvSnapshots{LeaderEpoch: kc.LeaderEpoch, Snapshots: kc.Snapshots})
 	_, err := c.meta.Multi(ctx, 0, op)
 	return err
 }
