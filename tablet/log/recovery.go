@@ -58,6 +58,11 @@ type RecoveryInfo struct {
 	// EpochsRebuilt reports that the leader epoch checkpoint was missing or
 	// unusable and was rebuilt from the batches' leader epochs.
 	EpochsRebuilt bool
+	// Damaged lists the ranges of sealed segments found damaged (a bad
+	// frame or CRC, or the segment cut short) while their indexes were
+	// rebuilt: reads refuse them until RepairDamaged rewrites them from
+	// another replica's copy (see loadSealed). Nothing was cut.
+	Damaged []DamagedRange
 	// LogStartOffset and LogEndOffset are the log's bounds after recovery.
 	LogStartOffset, LogEndOffset int64
 }
@@ -233,9 +238,18 @@ func (t *Tablet) createSegment(base int64) (*segment, error) {
 // used if present and sane (cheap checks), else rebuilt by walking its
 // batch headers. Either way the batches after the last offset index entry
 // are walked to check that the segment ends, on a whole batch, exactly
-// where the next one begins. A bad frame is an error: sealed segments were
-// fsynced before the next segment was created, so damage there is not a
-// torn write and is not cut silently.
+// where the next one begins.
+//
+// Sealed segments were fsynced before the next segment was created, so
+// damage there is not a torn write and is never cut: where the walk fails
+// (a bad frame, the segment cut short or empty), the segment is scanned
+// batch by batch, CRC included, and every damaged batch or range is marked
+// as VerifyStep marks what it finds (markDamaged): reads refuse it with a
+// *CorruptRecordError, and the replica layer repairs it from another
+// replica's copy. A damaged batch whose header holds loses only itself;
+// where the header does not hold, or the segment ends early, the range
+// runs to the next segment's base offset. Open goes on: one damaged
+// segment does not take the whole log (and the node) down.
 func (t *Tablet) loadSealed(s *segment, next int64) error {
 	st, err := s.f.Stat()
 	if err != nil {
@@ -243,13 +257,12 @@ func (t *Tablet) loadSealed(s *segment, next int64) error {
 	}
 	s.resetEmpty()
 	s.size = st.Size()
-	if s.size == 0 {
-		return &CorruptSegmentError{Path: s.path(logSuffix), Err: fmt.Errorf("empty, yet followed by segment %d", next)}
-	}
-	if reason := t.loadIndexFiles(s, next); reason == "" {
-		return nil
-	} else if reason != "missing" {
-		t.lg.Warn("rebuilding unusable segment indexes", "segment", s.base, "reason", reason)
+	if s.size > 0 {
+		if reason := t.loadIndexFiles(s, next); reason == "" {
+			return nil
+		} else if reason != "missing" {
+			t.lg.Warn("rebuilding unusable segment indexes", "segment", s.base, "reason", reason)
+		}
 	}
 	// Rebuild from the batch headers.
 	size := s.size
@@ -258,11 +271,16 @@ func (t *Tablet) loadSealed(s *segment, next int64) error {
 		s.addBatch(pos, h, t.interval)
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	if end != next {
+	var ce *CorruptSegmentError
+	switch {
+	case err != nil && !errors.As(err, &ce):
+		return err // I/O
+	case err == nil && end > next:
 		return &CorruptSegmentError{Path: s.path(logSuffix), Position: size, Err: fmt.Errorf("ends at offset %d, but the next segment starts at %d", end, next)}
+	case err != nil || end != next:
+		if err := t.scanDamaged(s, size, next); err != nil {
+			return err
+		}
 	}
 	if err := t.writeIndexFiles(s, true); err != nil {
 		return err
@@ -270,6 +288,65 @@ func (t *Tablet) loadSealed(s *segment, next int64) error {
 	t.recovery.RebuiltIndexes = append(t.recovery.RebuiltIndexes, s.base)
 	s.seal()
 	return nil
+}
+
+// scanDamaged rebuilds the in-memory indexes of sealed segment s (size
+// bytes, offsets up to next) whose header walk failed, checking every
+// batch (frame, CRC, dense offsets) as verifyFrom does, and marks each
+// damaged batch or range (see loadSealed). Bytes after a segment whose
+// offsets already reach next hold no offset: they are left unread (size
+// stops before them), not marked.
+func (t *Tablet) scanDamaged(s *segment, size, next int64) error {
+	s.resetEmpty()
+	r := bufio.NewReaderSize(io.NewSectionReader(s.f, 0, size), 1<<20)
+	pos, want := int64(0), s.base
+	var buf []byte
+	for pos < size && want < next {
+		b, err := nextStored(r, pos, size, want, &buf)
+		if err != nil && !errors.Is(err, record.ErrCorruptBatch) {
+			return fmt.Errorf("scan segment %d at %d: %w", s.base, pos, err)
+		}
+		if err == nil {
+			s.addBatch(pos, b, t.interval)
+			pos += int64(len(b))
+			want = b.NextOffset()
+			continue
+		}
+		to, skip := next, size-pos
+		var hdr [headerSize]byte
+		n := min(headerSize, size-pos)
+		if rerr := readFull(s.f, hdr[:n], pos); rerr == nil {
+			if h, herr := checkHeader(hdr[:n], pos, size, want); herr == nil && h.NextOffset() <= next {
+				to, skip = h.NextOffset(), int64(h.Size())
+			}
+		}
+		t.markDamagedAtOpen(s, pos, skip, want, to, err)
+		pos += skip
+		want = to
+		s.size, s.sinceIndex = pos, s.sinceIndex+skip
+		if pos < size {
+			r.Reset(io.NewSectionReader(s.f, pos, size-pos))
+		}
+	}
+	switch {
+	case want < next:
+		// Cut short (or empty): the offsets up to next are missing.
+		t.markDamagedAtOpen(s, pos, 0, want, next, fmt.Errorf("%w: the segment ends at offset %d (byte %d), the next one starts at %d", record.ErrCorruptBatch, want, pos, next))
+	case want > next:
+		return &CorruptSegmentError{Path: s.path(logSuffix), Position: pos, Err: fmt.Errorf("ends at offset %d, but the next segment starts at %d", want, next)}
+	case pos < size:
+		t.lg.Warn("ignoring bytes after the last batch of a sealed segment: they hold no offset", "segment", s.path(logSuffix), "position", pos, "bytes", size-pos)
+	}
+	s.size = pos
+	return nil
+}
+
+// markDamagedAtOpen marks offsets [from, to) of sealed segment s (size
+// bytes at byte pos) damaged, as VerifyStep does, and reports the range in
+// RecoveryInfo.
+func (t *Tablet) markDamagedAtOpen(s *segment, pos, size, from, to int64, err error) {
+	t.markDamaged(s, pos, size, from, to, 0, &CorruptSegmentError{Path: s.path(logSuffix), Position: pos, Err: err})
+	t.recovery.Damaged = append(t.recovery.Damaged, DamagedRange{From: from, To: to})
 }
 
 // loadIndexFiles uses a sealed segment's index files if they pass cheap
@@ -746,22 +823,57 @@ func (t *Tablet) walkFrom(offset int64, fn func(h record.Batch) error) error {
 		} else {
 			pos, base = s.lookupMem(max(offset, s.base))
 		}
+		damaged := t.damagedIn(s.base)
 		stopped := false
-		_, _, err = s.walk(pos, s.size, base, func(_ int64, h record.Batch) error {
-			if h.LastOffset() < offset {
+		for pos < s.size && !stopped {
+			var at int64
+			at, _, err = s.walk(pos, s.size, base, func(p int64, h record.Batch) error {
+				if _, bad := damaged[p]; bad || h.LastOffset() < offset {
+					return nil // a damaged batch's header is not trusted either
+				}
+				if err := fn(h); err == errStop {
+					stopped = true
+					return errStop
+				} else if err != nil {
+					return err
+				}
 				return nil
+			})
+			if err == nil {
+				break
 			}
-			if err := fn(h); err == errStop {
-				stopped = true
-				return errStop
-			} else if err != nil {
+			d, ok := damaged[at]
+			if !ok {
 				return err
 			}
+			// A damaged range (marked at Open or by VerifyStep): its
+			// batches are unknown; go on after it.
+			t.lg.Warn("skipping a damaged range of the log: its batches' writer and leader epoch are not known", "segment", s.path(logSuffix), "offset", d.from, "next_offset", d.to)
+			pos, base, err = d.pos+d.size, d.to, nil
+		}
+		if stopped {
 			return nil
-		})
-		if err != nil || stopped {
-			return err
 		}
 	}
 	return nil
+}
+
+// damagedIn returns the damaged ranges (of the current truncation
+// generation) of the segment with base offset seg, by the byte position
+// where each starts.
+func (t *Tablet) damagedIn(seg int64) map[int64]damagedRange {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.verify.mu.Lock()
+	defer t.verify.mu.Unlock()
+	var out map[int64]damagedRange
+	for _, r := range t.verify.mu.damaged {
+		if r.gen == t.mu.truncGen && r.seg == seg {
+			if out == nil {
+				out = map[int64]damagedRange{}
+			}
+			out[r.pos] = r
+		}
+	}
+	return out
 }

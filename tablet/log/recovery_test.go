@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -422,26 +423,96 @@ func TestRecoveryCorruptSealedSegment(t *testing.T) {
 	second := int64(record.BatchHeaderSize + m.batches[i].size)
 	secondEnd := second + int64(record.BatchHeaderSize+m.batches[i+1].size)
 
-	t.Run("bad frame where indexes are rebuilt", func(t *testing.T) {
-		_, _, err := reopenAt(t, cfg, segPath, func(p string) {
-			flipByte(t, p, second+12) // magic
-			os.Remove(strings.TrimSuffix(p, logSuffix) + indexSuffix)
-		})
-		var ce *CorruptSegmentError
-		if !errors.As(err, &ce) || !errors.Is(err, ErrCorruptSegment) || !errors.Is(err, record.ErrCorruptBatch) || filepath.Base(ce.Path) != filepath.Base(segPath) || ce.Position != second {
-			t.Fatalf("Open error %v, want a *CorruptSegmentError at %s:%d", err, filepath.Base(segPath), second)
-		}
-	})
-	t.Run("sealed segment cut short", func(t *testing.T) {
-		_, _, err := reopenAt(t, cfg, segPath, func(p string) {
-			if err := os.Truncate(p, s.Size-1); err != nil {
+	next := segs[2].BaseOffset
+	j := m.find(next) - 1 // the last batch of segment 1
+	lastPos := s.Size - int64(record.BatchHeaderSize+m.batches[j].size)
+	good := copyOf(t, cfg) // another replica's intact copy
+	wantLog := logBytes(t, good)
+	origSeg, err := os.ReadFile(segPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	removeIndexes := func(p string) {
+		os.Remove(strings.TrimSuffix(p, logSuffix) + indexSuffix)
+		os.Remove(strings.TrimSuffix(p, logSuffix) + timeIndexSuffix)
+	}
+	cut := func(size int64) func(string) {
+		return func(p string) {
+			if err := os.Truncate(p, size); err != nil {
 				t.Fatal(err)
 			}
-		})
-		if !errors.Is(err, ErrCorruptSegment) || !strings.Contains(err.Error(), filepath.Base(segPath)) {
-			t.Fatalf("Open error %v, want a corrupt segment error naming the file", err)
 		}
-	})
+	}
+	tests := []struct {
+		name   string
+		damage func(p string)
+		want   []DamagedRange
+	}{
+		{"bad frame where indexes are rebuilt", func(p string) {
+			flipByte(t, p, second+12) // magic: the rest of the segment
+			removeIndexes(p)
+		}, []DamagedRange{{m.batches[i+1].base, next}}},
+		{"a bad batch and a bad frame", func(p string) {
+			flipByte(t, p, secondEnd-1) // the second batch's records: that batch only
+			flipByte(t, p, secondEnd+12)
+			removeIndexes(p)
+		}, []DamagedRange{{m.batches[i+1].base, m.batches[i+2].base}, {m.batches[i+2].base, next}}},
+		{"bad frame, epochs and writer snapshots lost too", func(p string) {
+			flipByte(t, p, second+12)
+			removeIndexes(p)
+			os.Remove(filepath.Join(filepath.Dir(p), epochFile))
+			removeGlob(t, filepath.Dir(p), "*"+snapshotSuffix)
+		}, []DamagedRange{{m.batches[i+1].base, next}}},
+		{"sealed segment cut short", cut(s.Size - 1), []DamagedRange{{m.batches[j].base, next}}},
+		{"sealed segment cut at a batch boundary", cut(lastPos), []DamagedRange{{m.batches[j].base, next}}},
+		{"sealed segment empty", cut(0), []DamagedRange{{s.BaseOffset, next}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tb, _, err := reopenAt(t, cfg, segPath, tc.damage)
+			if err != nil {
+				t.Fatalf("Open: %v, want it to open and refuse only the damaged range", err)
+			}
+			ri := tb.RecoveryInfo()
+			if !slices.Equal(ri.Damaged, tc.want) || !slices.Equal(tb.Damaged(), tc.want) || ri.Truncated {
+				t.Fatalf("RecoveryInfo.Damaged %v, Damaged() %v, truncated %v; want %v, no cut", ri.Damaged, tb.Damaged(), ri.Truncated, tc.want)
+			}
+			if tb.LogEndOffset() != good.LogEndOffset() || tb.FirstCorruptOffset() != tc.want[0].From {
+				t.Fatalf("log end %d, first corrupt offset %d; want %d, %d", tb.LogEndOffset(), tb.FirstCorruptOffset(), good.LogEndOffset(), tc.want[0].From)
+			}
+			for _, d := range tc.want {
+				var cre *CorruptRecordError
+				if _, err := tb.Read(d.From, 100, math.MaxInt64); !errors.As(err, &cre) || cre.Offset != d.From || cre.NextOffset != d.To {
+					t.Fatalf("Read(%d) = %v, want a *CorruptRecordError for [%d, %d)", d.From, err, d.From, d.To)
+				}
+			}
+			// The rest of the log serves: before the damage, and after it.
+			if info, err := tb.Read(0, 1<<20, math.MaxInt64); err != nil || len(info.Batches) == 0 {
+				t.Fatalf("Read(0) = %v", err)
+			}
+			if info, err := tb.Read(next, 1<<20, math.MaxInt64); err != nil || !bytes.Equal(info.Batches, readAt(t, good, next)) {
+				t.Fatalf("Read(%d) after the damage = %v, or other bytes than the copy's", next, err)
+			}
+			for _, d := range tc.want {
+				if err := tb.RepairDamaged(d.From, func(o int64) ([]byte, error) {
+					info, err := good.Read(o, 700, math.MaxInt64)
+					return info.Batches, err
+				}); err != nil {
+					t.Fatalf("RepairDamaged(%d): %v", d.From, err)
+				}
+			}
+			if got := logBytes(t, tb); !bytes.Equal(got, wantLog) {
+				t.Error("the repaired log reads differently from the copy")
+			}
+			if now, err := os.ReadFile(tb.Segments()[1].Path); err != nil || !bytes.Equal(now, origSeg) {
+				t.Errorf("the repaired segment differs from its original bytes (%v)", err)
+			}
+			if err := tb.Verify(); err != nil {
+				t.Fatalf("Verify after the repair: %v", err)
+			}
+			checkTimestamps(t, tb, m)
+		})
+	}
 	t.Run("bad records found by Verify", func(t *testing.T) {
 		tb, _, err := reopenAt(t, cfg, segPath, func(p string) { flipByte(t, p, secondEnd-1) })
 		if err != nil {
@@ -482,4 +553,14 @@ func TestRecoveryEmptyAndFresh(t *testing.T) {
 	if ri := tb.RecoveryInfo(); !ri.Truncated || tb.LogEndOffset() != 0 {
 		t.Fatalf("RecoveryInfo %+v, log end %d", ri, tb.LogEndOffset())
 	}
+}
+
+// readAt reads the batches of tb from offset o.
+func readAt(t *testing.T, tb *Tablet, o int64) []byte {
+	t.Helper()
+	info, err := tb.Read(o, 1<<20, math.MaxInt64)
+	if err != nil {
+		t.Fatalf("Read(%d): %v", o, err)
+	}
+	return info.Batches
 }

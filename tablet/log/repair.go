@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 )
 
 // ErrRepair: a damaged range could not be rewritten from the copy given
@@ -42,7 +43,9 @@ func (t *Tablet) RepairedRanges() int64 { return t.verify.repaired.Load() }
 // RepairDamaged calls read from from, then from the end of what it
 // returned, until the range is covered. Every batch of the copy must be
 // sound (frame, CRC), its offsets dense from from to the range's end, and
-// the batches must fill the range's bytes exactly: then they are written
+// the batches must fill the range's bytes exactly (or, for a range that
+// runs to the end of its segment's data, such as one Open found where a
+// segment was cut short, take any number of bytes): then they are written
 // at the same byte positions of the same segment file, the file is
 // fsynced, and the range is served again. The offset and time indexes are
 // not touched: the offsets and byte positions are those they were built
@@ -82,6 +85,10 @@ func (t *Tablet) RepairDamaged(from int64, read func(offset int64) ([]byte, erro
 		t.mu.Unlock()
 		return fmt.Errorf("%w at offset %d: no damaged range starts there", ErrRepair, from)
 	}
+	// A range that runs to the end of its segment's data (found where the
+	// segment was cut short, or where a damaged header hides where the
+	// batches end) may take more or fewer bytes than its damaged ones.
+	tail := d.pos+d.size == s.size
 	s.refs++
 	t.mu.Unlock()
 	defer t.release(s)
@@ -90,6 +97,10 @@ func (t *Tablet) RepairDamaged(from int64, read func(offset int64) ([]byte, erro
 		return fmt.Errorf("%w [%d, %d) of %s (%d bytes at %d): %s", ErrRepair, d.from, d.to, s.path(logSuffix), d.size, d.pos, fmt.Sprintf(format, args...))
 	}
 	pos, end, want := d.pos, d.pos+d.size, d.from
+	if tail {
+		end = math.MaxInt64
+	}
+	maxTs, maxTsOff, firstTs := int64(-1), int64(-1), int64(-1)
 	var buf []byte
 	for want < d.to {
 		data, err := read(want)
@@ -105,6 +116,12 @@ func (t *Tablet) RepairDamaged(from int64, read func(offset int64) ([]byte, erro
 			}
 			if b.NextOffset() > d.to || pos+n+int64(len(b)) > end {
 				return fail("the copy's batch [%d, %d) of %d bytes at byte %d does not fit", b.BaseOffset(), b.NextOffset(), len(b), pos+n)
+			}
+			if ts := b.CommitTimestamp(); ts > maxTs {
+				maxTs, maxTsOff = ts, b.BaseOffset()
+			}
+			if firstTs < 0 {
+				firstTs = b.CommitTimestamp()
 			}
 			n += int64(len(b))
 			want = b.NextOffset()
@@ -124,16 +141,34 @@ func (t *Tablet) RepairDamaged(from int64, read func(offset int64) ([]byte, erro
 		}
 		pos += n
 	}
-	if pos != end {
+	if !tail && pos != end {
 		return fail("the copy is %d bytes, the range %d", pos-d.pos, d.size)
+	}
+	if tail && pos < d.pos+d.size {
+		if err := truncateFile(s.f, pos); err != nil {
+			return fail("cutting the damaged bytes after the copy: %v", err)
+		}
 	}
 	if err := s.f.Sync(); err != nil {
 		return fail("fsync: %v", err)
 	}
+	// The segment's size and timestamps are writer fields.
+	t.appendMu.Lock()
+	defer t.appendMu.Unlock()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.mu.truncGen != gen {
+	if t.mu.truncGen != gen || s.removed {
 		return fail("the log was truncated meanwhile")
+	}
+	if tail {
+		s.size = pos
+	}
+	if maxTs > s.maxTs {
+		s.maxTs, s.maxTsOff = maxTs, maxTsOff
+		t.recomputeMaxTsLocked()
+	}
+	if d.from == s.base && firstTs >= 0 {
+		s.firstTs = firstTs
 	}
 	v := &t.verify
 	v.mu.Lock()

@@ -54,7 +54,21 @@ func (t *Tablet) TruncateTo(offset int64) error {
 			pos, base = s.lookupMem(offset)
 		}
 		newEnd = -1
-		_, _, err = s.walk(pos, s.size, base, func(p int64, h record.Batch) error {
+		if base == offset {
+			// The index names the batch: the cut needs no header of it,
+			// which may be damaged (a follower cutting a damaged range).
+			cutPos, newEnd = pos, offset
+		}
+		walkTo := s.size
+		if newEnd >= 0 {
+			walkTo = pos // nothing to walk
+		}
+		_, _, err = s.walk(pos, walkTo, base, func(p int64, h record.Batch) error {
+			if h.NextOffset() == offset {
+				// Cut after this batch, without reading the next header.
+				cutPos, newEnd = p+int64(h.Size()), offset
+				return errStop
+			}
 			if h.LastOffset() < offset {
 				return nil
 			}
