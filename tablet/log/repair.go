@@ -13,8 +13,8 @@ import (
 // log). Returned wrapped, naming the range; the range stays refused.
 var ErrRepair = errors.New("log: cannot repair the damaged range")
 
-// DamagedRange is a range of offsets [From, To) that VerifyStep found
-// damaged and that reads refuse.
+// DamagedRange is a range of offsets [From, To) that VerifyStep (or Open)
+// found damaged and that reads refuse.
 type DamagedRange struct{ From, To int64 }
 
 // Damaged returns the damaged ranges reads refuse now, ascending (none

@@ -119,12 +119,12 @@ type damagedRange struct {
 func (t *Tablet) VerifiedBytes() int64 { return t.verify.bytes.Load() }
 
 // CorruptBatches returns the number of damaged batches (or ranges, where
-// the damage hides where batches end) VerifyStep has found since Open. Safe
+// the damage hides where batches end) Open and VerifyStep have found. Safe
 // for concurrent use (a metric).
 func (t *Tablet) CorruptBatches() int64 { return t.verify.corrupt.Load() }
 
 // FirstCorruptOffset returns the first offset of the lowest damaged range
-// VerifyStep found (and no truncation since cut away), or -1 if none.
+// Open or VerifyStep found (and no truncation since cut away), or -1 if none.
 // Safe for concurrent use.
 func (t *Tablet) FirstCorruptOffset() int64 {
 	t.mu.Lock()
