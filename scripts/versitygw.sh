@@ -3,7 +3,8 @@
 #
 #   scripts/versitygw.sh start   install versitygw when missing (go install into a cache dir,
 #                                about 90 s once), start a private server (own directory,
-#                                free loopback port, generated credentials) unless one is
+#                                free loopback port, generated credentials, a bucket
+#                                named strom) unless one is
 #                                already running, and print the variables the tests read
 #   scripts/versitygw.sh env     print them for the running server (exit 1 if none)
 #   scripts/versitygw.sh stop    stop it and remove its directory
@@ -71,7 +72,9 @@ start() {
     print_env
     return
   fi
-  mkdir -p "$DIR/data"
+  # A bucket named strom, for the README's example (s3://strom/...): with the posix backend a
+  # bucket is a directory of the data directory. The tests make buckets of their own.
+  mkdir -p "$DIR/data/strom"
   if [ ! -s "$DIR/credentials" ]; then
     (umask 077 && { od -An -N10 -tx1 /dev/urandom | tr -d ' \n'; echo; od -An -N20 -tx1 /dev/urandom | tr -d ' \n'; echo; } >"$DIR/credentials")
   fi
