@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -81,6 +82,7 @@ func BenchmarkLookuperGet(b *testing.B) {
 		b.SetParallelism(1000 / max(1, testingProcs()))
 		b.ResetTimer()
 		sent := lookups.Load()
+		cpu := processCPU(b)
 		b.RunParallel(func(pb *testing.PB) {
 			rng := rand.New(rand.NewPCG(rand.Uint64(), 0))
 			for pb.Next() {
@@ -90,9 +92,21 @@ func BenchmarkLookuperGet(b *testing.B) {
 				}
 			}
 		})
+		// CPU per key (client and server): what a busy machine inflates
+		// far less than the time per key.
+		b.ReportMetric(float64(processCPU(b)-cpu)/float64(b.N), "cpu-ns/key")
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "keys/s")
 		b.ReportMetric(float64(b.N)/float64(max(1, lookups.Load()-sent)), "keys/request")
 	})
+}
+
+// processCPU is the process's user and system CPU time in nanoseconds.
+func processCPU(b *testing.B) int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // testingProcs is GOMAXPROCS, by which RunParallel multiplies its

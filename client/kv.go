@@ -167,6 +167,16 @@ type Lookuper struct {
 	rows      *record.CompactedRowCodec
 	cfg       lookupConfig
 
+	// When the bucket key is a prefix of the primary key (the default:
+	// the primary key itself), a key's bucket key is a byte prefix of its
+	// compacted key (record's prefix property), so encode writes the key
+	// once, as the bucket key's fields then the rest's (restKey, nil when
+	// there is no rest), without a full row; pkTypes are the primary-key
+	// columns' types, not null.
+	bucketIsPrefix bool
+	restKey        *record.KeyCodec
+	pkTypes        []record.DataType
+
 	startOnce sync.Once
 	queue     chan lookupCall
 	stop      chan struct{}
@@ -211,6 +221,11 @@ type lookupCall struct {
 	done chan lookupAnswer // buffered: the answer never waits for the caller
 }
 
+// answerChans holds lookupCall.done channels for reuse: Get returns one
+// once it has taken its answer (a channel left with its caller gone is
+// dropped), which saves an allocation per key.
+var answerChans = sync.Pool{New: func() any { return make(chan lookupAnswer, 1) }}
+
 type lookupAnswer struct {
 	row record.Row
 	err error
@@ -245,6 +260,18 @@ func (t *Table) NewLookuper(opts ...LookupOption) (*Lookuper, error) {
 	if l.rows, err = record.NewCompactedRowCodec(t.schema.Columns); err != nil {
 		return nil, err
 	}
+	if bk, pk := t.desc.BucketKeys, t.schema.PrimaryKey; len(bk) <= len(pk) && slices.Equal(bk, pk[:len(bk)]) {
+		l.bucketIsPrefix = true
+		if len(bk) < len(pk) {
+			if l.restKey, err = record.NewKeyCodec(t.schema.Columns, pk[len(bk):]); err != nil {
+				return nil, err
+			}
+		}
+		for _, n := range pk {
+			c, _, _ := t.schema.Column(n)
+			l.pkTypes = append(l.pkTypes, c.Type.WithNullable(false))
+		}
+	}
 	return l, nil
 }
 
@@ -275,6 +302,14 @@ func (l *Lookuper) bucketOf(row record.Row) (int32, error) {
 // encode checks and encodes a primary key (the values of the primary-key
 // columns, in primary-key order).
 func (l *Lookuper) encode(k record.Row) (lookupKey, error) {
+	if l.bucketIsPrefix {
+		return l.encodeByPrefix(k)
+	}
+	return l.encodeFull(k)
+}
+
+// encodeFull is encode through a full row and both key codecs.
+func (l *Lookuper) encodeFull(k record.Row) (lookupKey, error) {
 	row, err := l.fullRow(l.t.schema.PrimaryKey, k)
 	if err != nil {
 		return lookupKey{}, err
@@ -286,6 +321,32 @@ func (l *Lookuper) encode(k record.Row) (lookupKey, error) {
 	key, err := l.pk.AppendRow(nil, row)
 	if err != nil {
 		return lookupKey{}, err
+	}
+	return lookupKey{bucket: b, key: key}, nil
+}
+
+// encodeByPrefix is encode where the bucket key is a prefix of the
+// primary key: the same checks and bytes, one encoding.
+func (l *Lookuper) encodeByPrefix(k record.Row) (lookupKey, error) {
+	names := l.t.schema.PrimaryKey
+	if len(k) != len(names) {
+		return lookupKey{}, fmt.Errorf("client: want %d key values (%v), got %d", len(names), names, len(k))
+	}
+	for i, t := range l.pkTypes {
+		if err := record.CheckValue(t, k[i]); err != nil {
+			return lookupKey{}, fmt.Errorf("client: key column %q: %w", names[i], err)
+		}
+	}
+	nb := len(l.t.desc.BucketKeys)
+	key, err := l.bucketKey.Append(make([]byte, 0, 16), k[:nb])
+	if err != nil {
+		return lookupKey{}, err
+	}
+	b := int32(record.BucketOf(key, int(l.t.Buckets())))
+	if l.restKey != nil {
+		if key, err = l.restKey.Append(key, k[nb:]); err != nil {
+			return lookupKey{}, err
+		}
 	}
 	return lookupKey{bucket: b, key: key}, nil
 }
@@ -407,16 +468,23 @@ func (l *Lookuper) Get(ctx context.Context, key record.Row) (record.Row, error) 
 	if err != nil {
 		return nil, err
 	}
-	c := lookupCall{key: k, done: make(chan lookupAnswer, 1)}
+	c := lookupCall{key: k, done: answerChans.Get().(chan lookupAnswer)}
 	select {
-	case l.queue <- c:
-	case <-l.stop:
-		return nil, ErrLookuperClosed
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	case l.queue <- c: // the common case, without the select below
+	default:
+		select {
+		case l.queue <- c:
+		case <-l.stop:
+			return nil, ErrLookuperClosed
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	select {
 	case a := <-c.done:
+		// The batcher answers a call once: the channel is empty and no
+		// one else holds it.
+		answerChans.Put(c.done)
 		return a.row, a.err
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -450,15 +518,17 @@ func (l *Lookuper) batcher() {
 			}
 		}
 	}()
+	timer := time.NewTimer(time.Hour) // Reset per batch (since Go 1.23 Stop leaves no stale tick)
+	timer.Stop()
 	for {
 		var calls []lookupCall
 		select {
 		case <-l.stop:
 			return
 		case c := <-l.queue:
-			calls = append(calls, c)
+			calls = append(make([]lookupCall, 0, l.cfg.maxBatch), c)
 		}
-		timer := time.NewTimer(l.cfg.batchTimeout)
+		timer.Reset(l.cfg.batchTimeout)
 	collect:
 		for len(calls) < l.cfg.maxBatch {
 			select {
@@ -469,11 +539,7 @@ func (l *Lookuper) batcher() {
 			}
 		}
 		timer.Stop()
-		groups := map[*node][]lookupCall{}
-		for _, c := range calls {
-			_, n := l.t.leader(c.key.bucket)
-			groups[n] = append(groups[n], c)
-		}
+		groups := l.byNode(calls)
 		for n, calls := range groups {
 			slot := slots[n]
 			if slot == nil {
@@ -499,6 +565,24 @@ func (l *Lookuper) batcher() {
 			}()
 		}
 	}
+}
+
+// byNode groups calls by their buckets' leaders; calls all for one node
+// (one node, or one bucket) stay in the slice given.
+func (l *Lookuper) byNode(calls []lookupCall) map[*node][]lookupCall {
+	nodes := make([]*node, len(calls))
+	for i, c := range calls {
+		_, nodes[i] = l.t.leader(c.key.bucket)
+	}
+	groups := make(map[*node][]lookupCall, 1)
+	if !slices.ContainsFunc(nodes, func(n *node) bool { return n != nodes[0] }) {
+		groups[nodes[0]] = calls
+		return groups
+	}
+	for i, c := range calls {
+		groups[nodes[i]] = append(groups[nodes[i]], c)
+	}
+	return groups
 }
 
 // send looks the calls' keys up and answers each call.

@@ -390,8 +390,12 @@ func (h *tabletHandler) Lookup(ctx context.Context, req *connect.Request[stromv1
 		if err == nil {
 			var values [][]byte
 			if values, err = t.Lookup(lb.Keys); err == nil {
-				for _, v := range values {
-					res.Values = append(res.Values, &stromv1.LookupValue{Value: v, Found: v != nil})
+				// One allocation for the bucket's answers, not one per key.
+				lvs := make([]stromv1.LookupValue, len(values))
+				res.Values = make([]*stromv1.LookupValue, len(values))
+				for i, v := range values {
+					lvs[i].Value, lvs[i].Found = v, v != nil
+					res.Values[i] = &lvs[i]
 				}
 			}
 		}

@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"math"
@@ -570,4 +571,41 @@ func TestRecoveryEdges(t *testing.T) {
 			t.Fatalf("Snapshot after Close: %v", err)
 		}
 	})
+}
+
+// TestLookupValuesOwned: Lookup's values are the caller's: appending to
+// one (they share one allocation) leaves the others as they were, and a
+// later write to the tablet does not change them.
+func TestLookupValuesOwned(t *testing.T) {
+	s := record.Schema{Columns: []record.Column{
+		{Name: "a", Type: record.DataType{Root: record.Int}},
+		{Name: "v", Type: record.DataType{Root: record.String}},
+	}, PrimaryKey: []string{"a"}}
+	f := newFixture(t, testTable(t, s, nil), nil)
+	f.put(nil, up(int32(1), "one"), up(int32(2), "two"), up(int32(3), "three"))
+	var keys [][]byte
+	for _, a := range []int32{1, 2, 3} {
+		k, err := f.keys.AppendRow(nil, record.Row{a, nil})
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k)
+	}
+	vals, err := f.kv.Lookup(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([][]byte, len(vals))
+	for i, v := range vals {
+		want[i] = bytes.Clone(v)
+	}
+	for i := range vals {
+		vals[i] = append(vals[i], "overwrite"...)
+	}
+	f.put(nil, up(int32(2), "changed"))
+	for i := range want {
+		if got := vals[i][:len(want[i])]; !bytes.Equal(got, want[i]) {
+			t.Fatalf("value %d after appends to the others and a write: %q, want %q", i, got, want[i])
+		}
+	}
 }

@@ -10,7 +10,7 @@ import (
 // Reads serve Pebble only, never the pre-write buffer: they see exactly
 // the committed rows (Fluss's lookups read RocksDB only, too). Values are
 // KV values (schema id, then the compacted row), fresh copies owned by the
-// caller.
+// caller (Lookup's share one allocation, each capped at its own end).
 
 func (t *Tablet) isClosed() bool {
 	t.mu.Lock()
@@ -22,6 +22,7 @@ func (t *Tablet) isClosed() bool {
 // a key with no row, in the order of keys. An empty key has no row.
 func (t *Tablet) Lookup(keys [][]byte) ([][]byte, error) {
 	out := make([][]byte, len(keys))
+	var slab []byte
 	t.readMu.RLock()
 	defer t.readMu.RUnlock()
 	if t.isClosed() {
@@ -41,11 +42,23 @@ func (t *Tablet) Lookup(keys [][]byte) ([][]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("kv: lookup: %w", t.pebbleErr(err))
 		}
-		out[i] = append([]byte(nil), v...)
+		// The values share one slab (one allocation per call, not per
+		// key), each capped at its own end so that appending to one
+		// cannot overwrite the next.
+		if len(v) > cap(slab)-len(slab) {
+			slab = make([]byte, 0, max(len(v), lookupSlab))
+		}
+		start := len(slab)
+		slab = append(slab, v...)
+		out[i] = slab[start:len(slab):len(slab)]
 		closer.Close()
 	}
 	return out, nil
 }
+
+// lookupSlab is the least Lookup allocates at once for the values it
+// copies out of Pebble.
+const lookupSlab = 32 << 10
 
 // PrefixLookup returns the values of every row whose key starts with
 // prefix, in key order: the compacted key of a bucket-key prefix of the
