@@ -46,7 +46,8 @@ func (t *Tablet) Lookup(keys [][]byte) ([][]byte, error) {
 		// key), each capped at its own end so that appending to one
 		// cannot overwrite the next.
 		if len(v) > cap(slab)-len(slab) {
-			slab = make([]byte, 0, max(len(v), lookupSlab))
+			// Room for the rest if their values are this one's size.
+			slab = make([]byte, 0, max(len(v), min(len(v)*(len(keys)-i), lookupSlab)))
 		}
 		start := len(slab)
 		slab = append(slab, v...)
@@ -56,9 +57,9 @@ func (t *Tablet) Lookup(keys [][]byte) ([][]byte, error) {
 	return out, nil
 }
 
-// lookupSlab is the least Lookup allocates at once for the values it
-// copies out of Pebble.
-const lookupSlab = 32 << 10
+// lookupSlab bounds what Lookup allocates at once for the values it copies
+// out of Pebble (a value larger than that gets its own).
+const lookupSlab = 1 << 20
 
 // PrefixLookup returns the values of every row whose key starts with
 // prefix, in key order: the compacted key of a bucket-key prefix of the
