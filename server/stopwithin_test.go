@@ -18,7 +18,7 @@ type stuckStop struct {
 }
 
 func (f *stuckStop) Stop(context.Context) error { <-f.release; return f.err }
-func (f *stuckStop) StopStage() string           { return "close the metadata replica (raft shutdown)" }
+func (f *stuckStop) StopStage() string          { return "close the metadata replica (raft shutdown)" }
 
 func TestStopWithinReturnsWhenAStageBlocks(t *testing.T) {
 	var logs bytes.Buffer
