@@ -346,6 +346,7 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 			Ready: s.ready.Load, Open: s.flussOpen, Catalog: flussCatalog{s: s, admin: s.adminH}, Log: flussLog{h: s.tabletH},
 			KV:    flussKV{h: s.tabletH},
 			Small: flussSmall{h: s.tabletH, cat: flussCatalog{s: s, admin: s.adminH}},
+			Lake:  flussLake{s: s, cat: flussCatalog{s: s, admin: s.adminH}},
 		}); err != nil {
 			ln.Close()
 			return fmt.Errorf("fluss.listen (--fluss-listen): %w", err)

@@ -75,6 +75,9 @@ type Config struct {
 	// KV serves the primary-key keys (kv.go); nil answers them
 	// UNSUPPORTED_VERSION.
 	KV KVNode
+	// Lake serves the lake keys (lake.go); nil answers them
+	// UNSUPPORTED_VERSION.
+	Lake LakeNode
 }
 
 // DefaultMaxInFlight is Config.MaxInFlight's default.
@@ -122,6 +125,7 @@ type Server struct {
 	cfg      Config
 	lg       *slog.Logger
 	versions *flusspb.ApiVersionsResponse // the same for every request; only read
+	tiering  *tieringSchedule             // the lake tiering schedule (lake.go)
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -147,7 +151,7 @@ func Start(ln net.Listener, cfg Config) (*Server, error) {
 		resp.ApiVersions = append(resp.ApiVersions, &flusspb.PbApiVersion{
 			ApiKey: proto.Int32(int32(k)), MinVersion: proto.Int32(int32(info.MinVersion)), MaxVersion: proto.Int32(int32(info.MaxVersion))})
 	}
-	s := &Server{ln: ln, cfg: cfg, lg: lg, versions: resp, conns: map[net.Conn]struct{}{}, done: make(chan struct{})}
+	s := &Server{ln: ln, cfg: cfg, lg: lg, versions: resp, tiering: newTieringSchedule(time.Now), conns: map[net.Conn]struct{}{}, done: make(chan struct{})}
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
@@ -389,6 +393,7 @@ var handlers = join(
 	logHandlers,
 	smallHandlers,
 	kvHandlers,
+	lakeHandlers,
 )
 
 func always(*Server) bool { return true }

@@ -33,8 +33,14 @@ const nodeID = 7
 // the kernel picks.
 func startNode(t *testing.T) *server.Server {
 	t.Helper()
+	return startNodeWith(t, nodeConfig(t, t.TempDir()))
+}
+
+// nodeConfig is startNode's configuration over dataDir; starting it again
+// after a stop restarts the same node.
+func nodeConfig(t *testing.T, dataDir string) server.Config {
 	cfg := server.DefaultConfig()
-	cfg.DataDir = t.TempDir()
+	cfg.DataDir = dataDir
 	cfg.Listen = "127.0.0.1:0"
 	cfg.RaftListen = freeAddr(t)
 	cfg.GossipListen = "127.0.0.1:0"
@@ -43,6 +49,11 @@ func startNode(t *testing.T) *server.Server {
 	cfg.FlussListen = "127.0.0.1:0"
 	cfg.DefaultBucketNumber = 2
 	cfg.NodeID = nodeID
+	return cfg
+}
+
+func startNodeWith(t *testing.T, cfg server.Config) *server.Server {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s, err := server.Start(ctx, cfg, slog.New(slog.DiscardHandler))

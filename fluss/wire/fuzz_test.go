@@ -32,6 +32,21 @@ func FuzzDecode(f *testing.F) {
 	seed(AppendRequest(nil, RequestHeader{protocol.PutKv, 1, 3},
 		&flusspb.PutKvRequest{Acks: proto.Int32(-1), TableId: proto.Int64(5), TimeoutMs: proto.Int32(30000),
 			BucketsReq: []*flusspb.PbPutKvReqForBucket{{BucketId: proto.Int32(0), Records: []byte{1, 2, 3}}}}))
+	// The lake keys, as the tiering job sends them.
+	seed(AppendRequest(nil, RequestHeader{protocol.LakeTieringHeartbeat, 0, 5},
+		&flusspb.LakeTieringHeartbeatRequest{RequestTable: proto.Bool(true), ForceFinishedTables: []int64{7},
+			FinishedTables: []*flusspb.PbHeartbeatReqForTable{{TableId: proto.Int64(7), CoordinatorEpoch: proto.Int32(1), TieringEpoch: proto.Int64(2)}}}))
+	seed(AppendRequest(nil, RequestHeader{protocol.PrepareLakeTableSnapshot, 0, 6},
+		&flusspb.PrepareLakeTableSnapshotRequest{BucketOffsets: []*flusspb.PbTableOffsets{{TableId: proto.Int64(7),
+			TablePath:     &flusspb.PbTablePath{DatabaseName: proto.String("fluss"), TableName: proto.String("orders")},
+			BucketOffsets: []*flusspb.PbBucketOffset{{BucketId: proto.Int32(0), LogEndOffset: proto.Int64(10)}}}}}))
+	seed(AppendRequest(nil, RequestHeader{protocol.CommitLakeTableSnapshot, 0, 7},
+		&flusspb.CommitLakeTableSnapshotRequest{LakeTableSnapshotMetadata: []*flusspb.PbLakeTableSnapshotMetadata{{TableId: proto.Int64(7),
+			SnapshotId: proto.Int64(1), TieredBucketOffsetsFilePath: proto.String("strom:/lake/x.offsets"), EarliestSnapshotIdToKeep: proto.Int64(-1)}}}))
+	seed(AppendRequest(nil, RequestHeader{protocol.GetLakeSnapshot, 0, 8},
+		&flusspb.GetLakeSnapshotRequest{TablePath: &flusspb.PbTablePath{DatabaseName: proto.String("fluss"), TableName: proto.String("orders")}, Readable: proto.Bool(true)}))
+	seed(AppendResponse(nil, 8, &flusspb.GetLakeSnapshotResponse{TableId: proto.Int64(7), SnapshotId: proto.Int64(1),
+		BucketSnapshots: []*flusspb.PbLakeSnapshotForBucket{{BucketId: proto.Int32(0), LogOffset: proto.Int64(10)}}}))
 	seed(AppendResponse(nil, 1, &flusspb.ApiVersionsResponse{ServerType: proto.Int32(2),
 		ApiVersions: []*flusspb.PbApiVersion{{ApiKey: proto.Int32(1000), MinVersion: proto.Int32(0), MaxVersion: proto.Int32(0)}}}))
 	seed(AppendError(nil, 4, protocol.TableNotExist, ""))
