@@ -52,7 +52,7 @@ func (h *replicaHandler) FetchReplica(ctx context.Context, req *connect.Request[
 // batches read into buffers of buffer's (nil: fresh ones); the long poll
 // ends when the node stops, so the API drains promptly.
 func (h *replicaHandler) fetch(ctx context.Context, m *stromv1.FetchReplicaRequest, buffer func(int) []byte) []replica.BucketFetchResult {
-	fr := replica.FetchRequest{Follower: m.FollowerId, MaxWait: time.Duration(m.MaxWaitMs) * time.Millisecond, MaxBytes: int(m.MaxBytes), Buffer: buffer}
+	fr := replica.FetchRequest{Follower: m.FollowerId, Incarnation: m.FollowerIncarnation, MaxWait: time.Duration(m.MaxWaitMs) * time.Millisecond, MaxBytes: int(m.MaxBytes), Buffer: buffer}
 	for _, b := range m.Buckets {
 		fr.Buckets = append(fr.Buckets, replica.BucketFetch{
 			TB: replica.TableBucket{TableID: b.TableId, Bucket: b.Bucket}, LeaderEpoch: b.LeaderEpoch,
@@ -204,7 +204,7 @@ func (p *replicaPeers) FetchReplica(ctx context.Context, leader int32, req repli
 	if err != nil {
 		return nil, err
 	}
-	m := &stromv1.FetchReplicaRequest{FollowerId: req.Follower, MaxWaitMs: int32(req.MaxWait.Milliseconds()), MaxBytes: int32(req.MaxBytes)}
+	m := &stromv1.FetchReplicaRequest{FollowerId: req.Follower, FollowerIncarnation: req.Incarnation, MaxWaitMs: int32(req.MaxWait.Milliseconds()), MaxBytes: int32(req.MaxBytes)}
 	for _, b := range req.Buckets {
 		m.Buckets = append(m.Buckets, &stromv1.FetchReplicaBucket{
 			TableId: b.TB.TableID, Bucket: b.TB.Bucket, LeaderEpoch: b.LeaderEpoch,

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"connectrpc.com/connect"
 )
@@ -40,4 +41,38 @@ func (s *Server) nodeStarting(ctx context.Context) error {
 		return fmt.Errorf("leave the ISRs before registering: %w", err)
 	}
 	return nil
+}
+
+// incarnationCache is what Server.incarnationOf reads: every node's
+// incarnation as the registrations showed it at metadata zxid.
+type incarnationCache struct {
+	mu     sync.Mutex
+	zxid   int64
+	read   bool
+	byNode map[int32]int64
+}
+
+// incarnationOf is replica.Config.Incarnations: node's incarnation as this
+// node's metadata shows its registration, 0 when it has none (or one
+// from a build without). The registrations are read again only when the
+// metadata moved, so a leader's fetch path reads a map.
+func (s *Server) incarnationOf(node int32) int64 {
+	if s.cat == nil {
+		return 0
+	}
+	c := &s.incarnations
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if z := s.meta.LastZxid(); !c.read || z != c.zxid {
+		servers, err := s.cat.TabletServers()
+		if err != nil {
+			return 0
+		}
+		c.byNode = make(map[int32]int64, len(servers))
+		for _, ts := range servers {
+			c.byNode[ts.ID] = ts.Registration.Incarnation
+		}
+		c.zxid, c.read = z, true
+	}
+	return c.byNode[node]
 }

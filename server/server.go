@@ -101,6 +101,11 @@ type Server struct {
 	// NodeStarting); started is set once NodeStarting was answered.
 	coordCalls *isrChanger
 	started    atomic.Bool
+	// incarnation is this run's (catalog.TabletServerRegistration's), in
+	// the registration and in every replica fetch; incarnations reads the
+	// others' from the registrations.
+	incarnation  int64
+	incarnations incarnationCache
 
 	// heartbeatStop ends the heartbeat loop, which closes heartbeatDone on
 	// exit; nil before it starts. Stop ends it before closing the session,
@@ -147,7 +152,8 @@ func Start(ctx context.Context, cfg Config, lg *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, lg: lg.With("node", cfg.NodeID), stopping: make(chan struct{}), metrics: newNodeMetrics()}
+	s := &Server{cfg: cfg, lg: lg.With("node", cfg.NodeID), stopping: make(chan struct{}), metrics: newNodeMetrics(),
+		incarnation: time.Now().UnixNano()}
 	s.scanners.ttl = cfg.ScannerTTL
 	s.scanners.maxPerBucket, s.scanners.maxPerServer = cfg.ScannerMaxPerBucket, cfg.ScannerMaxPerServer
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -289,6 +295,8 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 		WriterExpirationInterval: cfg.WriterIDExpirationCheckInterval,
 		MaxLagTime:               cfg.ReplicaMaxLagTime,
 		MinInSyncReplicas:        cfg.MinInSyncReplicas,
+		Incarnation:              s.incarnation,
+		Incarnations:             s.incarnationOf,
 		ISR:                      coordCalls,
 		Tier:                     tier,
 		Snapshot:                 snap,
@@ -479,6 +487,7 @@ func (s *Server) tryRegister(ctx context.Context) error {
 		RegisterTimestamp: time.Now().UnixMilli(),
 		Rack:              s.cfg.Rack,
 		FeatureLevel:      catalog.SupportedFeatureLevel,
+		Incarnation:       s.incarnation,
 	}))
 	return err
 }

@@ -120,6 +120,14 @@ type TabletServerRegistration struct {
 	// predate feature levels, which speak FeatureLevelBase. Strom's own
 	// field: Fluss has none.
 	FeatureLevel int `json:"feature_level,omitempty"`
+	// Incarnation identifies the node's run: a value chosen when the
+	// process started (its start time in nanoseconds), the same in every
+	// registration of that run. A leader counts a follower's fetch only
+	// when it carries the incarnation of the follower's registration, so a
+	// fetch sent before the node restarted does not (Kafka's broker epoch,
+	// KIP-903). Absent (0) in registrations of builds without it. Strom's
+	// own field.
+	Incarnation int64 `json:"incarnation,omitempty"`
 }
 
 // ListenerName is the name of the API listener in the listeners strings.

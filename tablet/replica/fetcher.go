@@ -210,7 +210,7 @@ func (f *fetcher) round(ctx context.Context, backoff *bucketBackoff) error {
 	}
 	f.mu.Unlock()
 	cfg := f.m.cfg.Fetch
-	req := FetchRequest{Follower: f.m.cfg.NodeID, MaxWait: cfg.MaxWait, MaxBytes: cfg.MaxBytes}
+	req := FetchRequest{Follower: f.m.cfg.NodeID, Incarnation: f.m.cfg.Incarnation, MaxWait: cfg.MaxWait, MaxBytes: cfg.MaxBytes}
 	epochs := map[TableBucket]int32{}
 	now := time.Now()
 	for _, r := range rs {

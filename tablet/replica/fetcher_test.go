@@ -41,7 +41,7 @@ func (p *fakePeer) FetchReplica(_ context.Context, _ int32, req FetchRequest) ([
 			out = append(out, BucketFetchResult{TB: b.TB, Err: fmt.Errorf("bucket %s: %w", b.TB, ErrNotLeader)})
 			continue
 		}
-		out = append(out, l.fetchAsLeader(req.Follower, b, b.MaxBytes, time.Now(), nil))
+		out = append(out, l.fetchAsLeader(req.Follower, req.Incarnation, b, b.MaxBytes, time.Now(), nil))
 	}
 	return out, nil
 }

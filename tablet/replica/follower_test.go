@@ -100,7 +100,7 @@ func TestTruncationFindsTheDivergencePoint(t *testing.T) {
 	if err := leader.setLeaderAndISR(1, 5, []int32{1, 2}); err != nil {
 		t.Fatal(err)
 	}
-	res := leader.fetchAsLeader(2, BucketFetch{TB: leader.tb, LeaderEpoch: 5, FetchOffset: 10}, 1<<20, time.Now(), nil)
+	res := leader.fetchAsLeader(2, 0, BucketFetch{TB: leader.tb, LeaderEpoch: 5, FetchOffset: 10}, 1<<20, time.Now(), nil)
 	if res.Err != nil || len(res.Batches) == 0 {
 		t.Fatalf("fetch: %+v", res)
 	}
@@ -115,7 +115,7 @@ func TestTruncationFindsTheDivergencePoint(t *testing.T) {
 	}
 	// The follower's next fetch, at the log end, moves the leader's high
 	// watermark there, and the follower learns it from the answer.
-	res = leader.fetchAsLeader(2, BucketFetch{TB: leader.tb, LeaderEpoch: 5, FetchOffset: 20}, 1<<20, time.Now(), nil)
+	res = leader.fetchAsLeader(2, 0, BucketFetch{TB: leader.tb, LeaderEpoch: 5, FetchOffset: 20}, 1<<20, time.Now(), nil)
 	if res.Err != nil || res.HighWatermark != 20 {
 		t.Fatalf("second fetch: %+v, want the high watermark at 20", res)
 	}
@@ -127,10 +127,10 @@ func TestTruncationFindsTheDivergencePoint(t *testing.T) {
 	}
 	// A fetch at a stale epoch is fenced; one past the log end is out of
 	// range.
-	if res := leader.fetchAsLeader(2, BucketFetch{TB: leader.tb, LeaderEpoch: 4, FetchOffset: 20}, 1<<20, time.Now(), nil); !errors.Is(res.Err, log.ErrFencedLeaderEpoch) {
+	if res := leader.fetchAsLeader(2, 0, BucketFetch{TB: leader.tb, LeaderEpoch: 4, FetchOffset: 20}, 1<<20, time.Now(), nil); !errors.Is(res.Err, log.ErrFencedLeaderEpoch) {
 		t.Errorf("fetch at epoch 4: %v, want ErrFencedLeaderEpoch", res.Err)
 	}
-	if res := leader.fetchAsLeader(2, BucketFetch{TB: leader.tb, LeaderEpoch: 5, FetchOffset: 21}, 1<<20, time.Now(), nil); !errors.Is(res.Err, log.ErrOffsetOutOfRange) {
+	if res := leader.fetchAsLeader(2, 0, BucketFetch{TB: leader.tb, LeaderEpoch: 5, FetchOffset: 21}, 1<<20, time.Now(), nil); !errors.Is(res.Err, log.ErrOffsetOutOfRange) {
 		t.Errorf("fetch at 21: %v, want ErrOffsetOutOfRange", res.Err)
 	}
 }

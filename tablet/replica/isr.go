@@ -46,7 +46,7 @@ func (r *Replica) isrProposalLocked(now time.Time, maxLag time.Duration) (c ISRC
 			return false
 		}
 		caughtUp := r.mu.leaderSince
-		if f, ok := r.mu.followers[id]; ok && f.CaughtUpAt.After(caughtUp) {
+		if f, ok := r.mu.followers[id]; ok && r.currentLocked(id, f) && f.CaughtUpAt.After(caughtUp) {
 			caughtUp = f.CaughtUpAt
 		}
 		return now.Sub(caughtUp) > maxLag
@@ -58,7 +58,7 @@ func (r *Replica) isrProposalLocked(now time.Time, maxLag time.Duration) (c ISRC
 		// still shows it at the high watermark of an idle bucket, would
 		// otherwise rejoin on that stale fetch and leave again at every
 		// check, holding the high watermark meanwhile.
-		if !slices.Contains(r.mu.isr, id) && r.canJoinLocked(f) && now.Sub(f.CaughtUpAt) <= maxLag {
+		if !slices.Contains(r.mu.isr, id) && r.canJoinLocked(id, f) && now.Sub(f.CaughtUpAt) <= maxLag {
 			joining = append(joining, id)
 		}
 	}
@@ -83,11 +83,12 @@ func (r *Replica) isrBackingOffLocked(now time.Time) bool {
 	return r.mu.isrRefused.epoch == r.mu.bucketEpoch && now.Before(r.mu.isrRefused.until)
 }
 
-// canJoinLocked reports whether a follower outside the ISR may rejoin it:
-// it holds everything committed and fetched in this leader epoch (Kafka's
-// isFollowerInSync).
-func (r *Replica) canJoinLocked(f FollowerState) bool {
-	return f.LogEnd >= r.log.HighWatermark() && f.LogEnd >= r.mu.epochStart
+// canJoinLocked reports whether follower node, whose state is f, may
+// rejoin the ISR from outside: it holds everything committed and fetched
+// in this leader epoch (Kafka's isFollowerInSync), in the run the metadata
+// shows (currentLocked: an earlier run's log end may be gone).
+func (r *Replica) canJoinLocked(node int32, f FollowerState) bool {
+	return r.currentLocked(node, f) && f.LogEnd >= r.log.HighWatermark() && f.LogEnd >= r.mu.epochStart
 }
 
 // wakeISRCheckLocked has the manager's ISR check run now when follower,
@@ -97,7 +98,7 @@ func (r *Replica) canJoinLocked(f FollowerState) bool {
 func (r *Replica) wakeISRCheckLocked(follower int32) {
 	f, ok := r.mu.followers[follower]
 	if r.isrWake == nil || !ok || slices.Contains(r.mu.isr, follower) || r.mu.isrAsked == r.mu.bucketEpoch ||
-		r.isrBackingOffLocked(time.Now()) || !r.canJoinLocked(f) {
+		r.isrBackingOffLocked(time.Now()) || !r.canJoinLocked(follower, f) {
 		return
 	}
 	select {

@@ -242,7 +242,7 @@ func TestRefusedISRChangeBacksOff(t *testing.T) {
 		}
 	}
 	fetch := func() { // node 2 at the log end, outside the ISR
-		r.fetchAsLeader(2, BucketFetch{TB: r.tb, LeaderEpoch: 1, FetchOffset: r.log.LogEndOffset()}, 0, time.Now(), nil)
+		r.fetchAsLeader(2, 0, BucketFetch{TB: r.tb, LeaderEpoch: 1, FetchOffset: r.log.LogEndOffset()}, 0, time.Now(), nil)
 	}
 	fetch()
 	if !woken() {
@@ -306,7 +306,7 @@ func TestAskedISRJoinHoldsTheHighWatermark(t *testing.T) {
 			r.setBucketEpoch(3)
 			fetch := func(node int32, offset int64) {
 				t.Helper()
-				if res := r.fetchAsLeader(node, BucketFetch{TB: r.tb, LeaderEpoch: 1, FetchOffset: offset}, 0, time.Now(), nil); res.Err != nil {
+				if res := r.fetchAsLeader(node, 0, BucketFetch{TB: r.tb, LeaderEpoch: 1, FetchOffset: offset}, 0, time.Now(), nil); res.Err != nil {
 					t.Fatal(res.Err)
 				}
 			}

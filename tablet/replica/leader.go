@@ -51,8 +51,10 @@ type BucketFetchResult struct {
 // FetchRequest is a follower's fetch of every bucket it follows from one
 // leader.
 type FetchRequest struct {
-	// Follower is the fetching node.
-	Follower int32
+	// Follower is the fetching node, in its run Incarnation
+	// (Config.Incarnation; 0: none).
+	Follower    int32
+	Incarnation int64
 	// MaxWait bounds the long poll.
 	MaxWait time.Duration
 	// MaxBytes bounds the batches of the whole response.
@@ -107,7 +109,7 @@ func (m *Manager) FetchAsLeader(ctx context.Context, req FetchRequest) []BucketF
 			res := BucketFetchResult{TB: f.TB}
 			r, err := m.Replica(f.TB)
 			if err == nil {
-				res = r.fetchAsLeader(req.Follower, f, min(f.MaxBytes, budget), time.Now(), req.Buffer)
+				res = r.fetchAsLeader(req.Follower, req.Incarnation, f, min(f.MaxBytes, budget), time.Now(), req.Buffer)
 			} else {
 				res.Err = err
 			}
@@ -131,7 +133,7 @@ func (m *Manager) FetchAsLeader(ctx context.Context, req FetchRequest) []BucketF
 // fetchAsLeader serves one bucket of a follower's fetch, with at most
 // maxBytes of batches (none when maxBytes ≤ 0), read into a buffer of
 // get's of maxBytes (log.Tablet.ReadInto), lent in the result.
-func (r *Replica) fetchAsLeader(follower int32, f BucketFetch, maxBytes int, now time.Time, get func(n int) []byte) BucketFetchResult {
+func (r *Replica) fetchAsLeader(follower int32, incarnation int64, f BucketFetch, maxBytes int, now time.Time, get func(n int) []byte) BucketFetchResult {
 	res := BucketFetchResult{TB: r.tb}
 	r.mu.Lock()
 	res.HighWatermark, res.LogStartOffset, res.LogEndOffset = r.log.HighWatermark(), r.log.LogStartOffset(), r.log.LogEndOffset()
@@ -151,7 +153,7 @@ func (r *Replica) fetchAsLeader(follower int32, f BucketFetch, maxBytes int, now
 		r.mu.Unlock()
 		return res
 	}
-	r.recordFollowerLocked(follower, f.FetchOffset, res.LogEndOffset, now)
+	r.recordFollowerLocked(follower, incarnation, f.FetchOffset, res.LogEndOffset, now)
 	if err := r.maybeAdvanceLocked(); err != nil {
 		res.Err = err
 	}
@@ -176,16 +178,32 @@ func (r *Replica) fetchAsLeader(follower int32, f BucketFetch, maxBytes int, now
 	return res
 }
 
-// recordFollowerLocked notes a follower's fetch at fetchOffset while the
-// leader's log ends at logEnd. The follower is caught up as of now when it
-// asks for the log end, and as of its previous fetch when it asks for at
-// least the log end of then (Kafka's lastCaughtUpTime).
-func (r *Replica) recordFollowerLocked(follower int32, fetchOffset, logEnd int64, now time.Time) {
+// recordFollowerLocked notes a follower's fetch at fetchOffset, sent by
+// its run incarnation, while the leader's log ends at logEnd. The follower
+// is caught up as of now when it asks for the log end, and as of its
+// previous fetch when it asks for at least the log end of then (Kafka's
+// lastCaughtUpTime).
+//
+// A fetch from another run than the one the metadata shows (Incarnations)
+// is not recorded: one sent before the follower restarted and answered
+// late (a long poll the leader still holds, a request delayed in the
+// network) names a log end the node may no longer have (a power cut lost
+// its unsynced tail, or it truncated), and would let it rejoin the ISR or
+// move the high watermark on it (Kafka's KIP-903). It is still answered:
+// the batches are of no harm. A fetch from a new run starts the
+// follower's state afresh.
+func (r *Replica) recordFollowerLocked(follower int32, incarnation, fetchOffset, logEnd int64, now time.Time) {
+	if cur := r.incarnationOfLocked(follower); cur != 0 && incarnation != cur {
+		return
+	}
 	if r.mu.followers == nil {
 		r.mu.followers = map[int32]FollowerState{}
 	}
 	prev := r.mu.followers[follower]
-	st := FollowerState{LogEnd: fetchOffset, CaughtUpAt: prev.CaughtUpAt, fetchedAt: now, leaderEndAtFetch: logEnd}
+	if prev.Incarnation != incarnation {
+		prev = FollowerState{}
+	}
+	st := FollowerState{LogEnd: fetchOffset, CaughtUpAt: prev.CaughtUpAt, Incarnation: incarnation, fetchedAt: now, leaderEndAtFetch: logEnd}
 	switch {
 	case fetchOffset >= logEnd:
 		st.CaughtUpAt = now
@@ -193,6 +211,23 @@ func (r *Replica) recordFollowerLocked(follower int32, fetchOffset, logEnd int64
 		st.CaughtUpAt = prev.fetchedAt
 	}
 	r.mu.followers[follower] = st
+}
+
+// incarnationOfLocked is node's incarnation as the metadata shows it, 0
+// when unknown (or no Incarnations).
+func (r *Replica) incarnationOfLocked(node int32) int64 {
+	if r.incarnations == nil {
+		return 0
+	}
+	return r.incarnations(node)
+}
+
+// currentLocked reports whether follower state f of node is of the run the
+// metadata shows (or the metadata shows none): the state an earlier run's
+// fetches left counts neither for the ISR nor for the high watermark.
+func (r *Replica) currentLocked(node int32, f FollowerState) bool {
+	cur := r.incarnationOfLocked(node)
+	return cur == 0 || f.Incarnation == cur
 }
 
 // OffsetForLeaderEpoch answers a replica becoming follower (Kafka

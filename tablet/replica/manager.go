@@ -61,6 +61,17 @@ type Config struct {
 	// MinInSyncReplicas is the fewest in-sync replicas an acks=-1 write
 	// needs (log.replica.min-in-sync-replicas-number); 0 counts as 1.
 	MinInSyncReplicas int
+	// Incarnation identifies this run of the node (a value chosen at its
+	// start, in its registration): its fetches carry it, so a leader tells
+	// them from fetches an earlier run sent (Kafka's broker epoch,
+	// KIP-903). 0: none.
+	Incarnation int64
+	// Incarnations, on a leader, is a node's incarnation as this node's
+	// metadata shows its registration (0: unknown, no registration or one
+	// without). A follower's fetch counts (its log end recorded, it may
+	// join the ISR or move the high watermark) only when it carries that
+	// incarnation. nil: every fetch counts. It must not call into replicas.
+	Incarnations func(node int32) int64
 	// Fetch configures the fetching of the buckets this node follows.
 	Fetch FetchConfig
 	// Tier configures log tiering to remote storage (tier.go); a nil
@@ -411,7 +422,7 @@ func (m *Manager) open(tb TableBucket, t catalog.Table) (*Replica, error) {
 // newHosted makes the replica of opened tablets.
 func (m *Manager) newHosted(tb TableBucket, lt *log.Tablet, kt *kv.Tablet, lg *slog.Logger) *Replica {
 	r := newReplica(tb, m.cfg.NodeID, lt, kt, lg, &m.changed)
-	r.minISR, r.isrWake = m.cfg.MinInSyncReplicas, m.isrWake
+	r.minISR, r.isrWake, r.incarnations = m.cfg.MinInSyncReplicas, m.isrWake, m.cfg.Incarnations
 	if m.cfg.Tier.Store != nil {
 		r.remote = m
 	}

@@ -64,6 +64,10 @@ type FollowerState struct {
 	// follower whose CaughtUpAt is older than log.replica.max-lag-time
 	// leaves the ISR.
 	CaughtUpAt time.Time
+	// Incarnation is the run of the follower node its fetches came from
+	// (FetchRequest.Incarnation): the state of an earlier run counts for
+	// nothing once the metadata shows a newer one (currentLocked).
+	Incarnation int64
 
 	// fetchedAt and leaderEndAtFetch are the time of the last fetch and
 	// the leader's log end then.
@@ -162,6 +166,8 @@ type Replica struct {
 	// minISR is the fewest in-sync replicas an acks=-1 write needs
 	// (log.replica.min-in-sync-replicas-number).
 	minISR int
+	// incarnations is Config.Incarnations (nil: every fetch counts).
+	incarnations func(node int32) int64
 	// isrWake is the manager's: a send has its ISR check run now.
 	isrWake chan<- struct{}
 	// remote is the manager when log tiering is on (nil: off): reads
@@ -287,7 +293,7 @@ func (r *Replica) maybeAdvanceLocked() error {
 			continue
 		}
 		f, ok := r.mu.followers[id]
-		if !ok {
+		if !ok || !r.currentLocked(id, f) {
 			return nil
 		}
 		target = min(target, f.LogEnd)

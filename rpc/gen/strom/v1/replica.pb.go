@@ -29,10 +29,15 @@ type FetchReplicaRequest struct {
 	MaxWaitMs int32 `protobuf:"varint,2,opt,name=max_wait_ms,json=maxWaitMs,proto3" json:"max_wait_ms,omitempty"`
 	// max_bytes bounds the batches of the whole response (at least one batch
 	// is returned if any is due).
-	MaxBytes      int32                 `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
-	Buckets       []*FetchReplicaBucket `protobuf:"bytes,4,rep,name=buckets,proto3" json:"buckets,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MaxBytes int32                 `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	Buckets  []*FetchReplicaBucket `protobuf:"bytes,4,rep,name=buckets,proto3" json:"buckets,omitempty"`
+	// follower_incarnation is the fetching node's run (the incarnation in its
+	// registration, chosen at its start; 0: a build without): the leader
+	// records the fetch only when it is the one its metadata shows, so a
+	// fetch sent before the follower restarted does not count (KIP-903).
+	FollowerIncarnation int64 `protobuf:"varint,5,opt,name=follower_incarnation,json=followerIncarnation,proto3" json:"follower_incarnation,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *FetchReplicaRequest) Reset() {
@@ -91,6 +96,13 @@ func (x *FetchReplicaRequest) GetBuckets() []*FetchReplicaBucket {
 		return x.Buckets
 	}
 	return nil
+}
+
+func (x *FetchReplicaRequest) GetFollowerIncarnation() int64 {
+	if x != nil {
+		return x.FollowerIncarnation
+	}
+	return 0
 }
 
 type FetchReplicaBucket struct {
@@ -594,13 +606,14 @@ var File_strom_v1_replica_proto protoreflect.FileDescriptor
 
 const file_strom_v1_replica_proto_rawDesc = "" +
 	"\n" +
-	"\x16strom/v1/replica.proto\x12\bstrom.v1\x1a\x15strom/v1/errors.proto\"\xab\x01\n" +
+	"\x16strom/v1/replica.proto\x12\bstrom.v1\x1a\x15strom/v1/errors.proto\"\xde\x01\n" +
 	"\x13FetchReplicaRequest\x12\x1f\n" +
 	"\vfollower_id\x18\x01 \x01(\x05R\n" +
 	"followerId\x12\x1e\n" +
 	"\vmax_wait_ms\x18\x02 \x01(\x05R\tmaxWaitMs\x12\x1b\n" +
 	"\tmax_bytes\x18\x03 \x01(\x05R\bmaxBytes\x126\n" +
-	"\abuckets\x18\x04 \x03(\v2\x1c.strom.v1.FetchReplicaBucketR\abuckets\"\xd1\x01\n" +
+	"\abuckets\x18\x04 \x03(\v2\x1c.strom.v1.FetchReplicaBucketR\abuckets\x121\n" +
+	"\x14follower_incarnation\x18\x05 \x01(\x03R\x13followerIncarnation\"\xd1\x01\n" +
 	"\x12FetchReplicaBucket\x12\x19\n" +
 	"\btable_id\x18\x01 \x01(\x03R\atableId\x12\x16\n" +
 	"\x06bucket\x18\x02 \x01(\x05R\x06bucket\x12!\n" +
