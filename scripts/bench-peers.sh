@@ -10,12 +10,14 @@
 # the same seeds, the same keys in the same order, the same bucket counts, codec, acks and writer
 # settings), then scripts/peerbench/fluss.sh (Fluss's own servers and Java client; Fluss from
 # Maven Central), then scripts/peerbench/kafka.sh (WORKLOAD=wide; Kafka from Maven Central), in
-# an order that rotates from round to round. Each system waits for a quiet box first. The table
+# an order that rotates from round to round. SYSTEMS="strom-fluss fluss" compares the servers with
+# the very same client: strom-fluss is a fresh Strom node with a fluss.listen, and FlussBench.java
+# (Fluss's Java client, fluss.sh TARGET=) run against it exactly as against Fluss. Each system waits for a quiet box first. The table
 # has the medians over the rounds; progress goes to stderr. Peers are installed into PEERS_DIR
 # once (mvn, javac; Debian's openjdk, maven and zookeeper when missing).
 # Env: ROUNDS (3), N (log rows for all three, 200000), KV_N (PK rows, Strom and Fluss, 200000),
 #      WIDE_N (rows of the 8-column workload, 100000; 0 skips it), SYSTEMS ("strom fluss kafka": a
-#      subset runs only those), BUSY_MAX (CPU busy % above which the box counts as not quiet, 25),
+#      subset runs only those; strom-fluss adds Strom behind the Fluss client), BUSY_MAX (CPU busy % above which the box counts as not quiet, 25),
 #      QUIET_WAIT (seconds to wait for a quiet box before each system, 120; it measures anyway
 #      after that and says so), STRICT (1: fail instead), PORT_MIN/PORT_MAX (the loopback ports
 #      the servers may take, 10000-31999), OUT_DIR (the per-run outputs and logs; default
@@ -33,7 +35,7 @@ log() { echo "[bench-peers] $*" >&2; }
 die() { log "$*"; printf '{"bench_peers":true,"ok":false,"error":"%s"}\n' "$(printf '%s' "$*" | tr -d '"\\' | tr '\t\r\n' '   ')"; exit 2; }
 trap 'die "failed at line $LINENO (exit $?); see stderr"' ERR
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a whole number ≥ 1"
-for s in $SYSTEMS; do case $s in strom|fluss|kafka) ;; *) die "SYSTEMS: unknown system $s" ;; esac; done
+for s in $SYSTEMS; do case $s in strom|strom-fluss|fluss|kafka) ;; *) die "SYSTEMS: unknown system $s" ;; esac; done
 [[ $WIDE_N =~ ^[0-9]+$ ]] || die "WIDE_N must be a whole number"
 command -v go >/dev/null || die "go not found"
 mkdir -p "$SBS" "$OUT_DIR"
@@ -88,31 +90,47 @@ stop_node() {
 }
 trap stop_node EXIT
 
-run_strom() { # OUT LOG
-  local api raft gossip i
-  api=$(free_port); raft=$(free_port); gossip=$(free_port)
-  [ "$(printf '%s\n' "$api" "$raft" "$gossip" | sort -u | wc -l)" = 3 ] || { raft=$(free_port); gossip=$(free_port); }
+start_strom() { # LOG [FLUSS]: a fresh node with the defaults (FLUSS: with a fluss.listen too); sets NODE_API, NODE_FLUSS
+  local raft gossip fl=() i
+  NODE_API=$(free_port); raft=$(free_port); gossip=$(free_port); NODE_FLUSS=""
+  [ -z "${2:-}" ] || { NODE_FLUSS=$(free_port); fl=(--fluss-listen "127.0.0.1:$NODE_FLUSS"); }
+  [ "$(printf '%s\n' "$NODE_API" "$raft" "$gossip" "$NODE_FLUSS" | sort -u | wc -l)" = 4 ] ||
+    { raft=$(free_port); gossip=$(free_port); [ -z "$NODE_FLUSS" ] || { NODE_FLUSS=$(free_port); fl=(--fluss-listen "127.0.0.1:$NODE_FLUSS"); }; }
   NODE_DIR=$(mktemp -d "$SBS/strom-run.XXXXXX")
-  # a fresh node with the defaults: no STROM_* configuration from this environment
+  # no STROM_* configuration from this environment
   # shellcheck disable=SC2046 # one -u NAME per variable
   env $(env | sed -n 's/^\(STROM_[A-Z0-9_]*\)=.*/-u \1/p') "$SBS/strom" server --data-dir "$NODE_DIR/data" \
-    --listen "127.0.0.1:$api" --raft-listen "127.0.0.1:$raft" --gossip-listen "127.0.0.1:$gossip" > "$NODE_DIR/server.log" 2>&1 &
+    --listen "127.0.0.1:$NODE_API" --raft-listen "127.0.0.1:$raft" --gossip-listen "127.0.0.1:$gossip" "${fl[@]}" > "$NODE_DIR/server.log" 2>&1 &
   NODE_PID=$!
   for i in $(seq 300); do
-    curl -sf "http://127.0.0.1:$api/readyz" >/dev/null 2>&1 && break
-    kill -0 "$NODE_PID" 2>/dev/null || { tail -n 20 "$NODE_DIR/server.log" >&2; printf '{"peer":"strom","ok":false,"error":"node exited during startup"}\n' > "$1"; stop_node; return 1; }
+    curl -sf "http://127.0.0.1:$NODE_API/readyz" >/dev/null 2>&1 && break
+    kill -0 "$NODE_PID" 2>/dev/null || { tail -n 20 "$NODE_DIR/server.log" >&2; START_ERR="node exited during startup"; stop_node; return 1; }
     sleep 0.1
   done
-  [ "$i" -lt 300 ] || { printf '{"peer":"strom","ok":false,"error":"node not ready after 30 s"}\n' > "$1"; stop_node; return 1; }
-  echo "[bench-peers] strom node ready on 127.0.0.1:$api in $((i / 10)).$((i % 10)) s" >> "$2"
+  [ "$i" -lt 300 ] || { START_ERR="node not ready after 30 s"; stop_node; return 1; }
+  echo "[bench-peers] strom node ready on 127.0.0.1:$NODE_API${NODE_FLUSS:+ (fluss.listen 127.0.0.1:$NODE_FLUSS)} in $((i / 10)).$((i % 10)) s" >> "$1"
+}
+end_strom() { # LOG RC: the node's log kept, the node stopped; exit code RC (3 if the node died)
+  local rc=$2
+  kill -0 "$NODE_PID" 2>/dev/null || { echo "[bench-peers] the strom node died during the run" >> "$1"; [ "$rc" != 0 ] || rc=3; }
+  cp "$NODE_DIR/server.log" "${1%.log}-server.log" 2>/dev/null || true
+  stop_node
+  return "$rc"
+}
+run_strom() { # OUT LOG: Strom's Go client (internal/peerbench)
+  start_strom "$2" || { printf '{"peer":"strom","ok":false,"error":"%s"}\n' "$START_ERR" > "$1"; return 1; }
   local rc=0
   # (peerbench's experiment knobs leave the paired workload: never from here)
   env -u SCAN_ROWS STROM_VERSION="$STROM_REV" DATA_DIR="$NODE_DIR/data" N="$N" KV_N="$KV_N" WIDE_N="$WIDE_N" \
-    timeout 600 "$SBS/peerbench" bench "127.0.0.1:$api" > "$1" 2>> "$2" || rc=$?
-  kill -0 "$NODE_PID" 2>/dev/null || { echo "[bench-peers] the strom node died during the run" >> "$2"; [ "$rc" != 0 ] || rc=3; }
-  cp "$NODE_DIR/server.log" "${2%.log}-server.log" 2>/dev/null || true
-  stop_node
-  return $rc
+    timeout 600 "$SBS/peerbench" bench "127.0.0.1:$NODE_API" > "$1" 2>> "$2" || rc=$?
+  end_strom "$2" "$rc"
+}
+run_strom_fluss() { # OUT LOG: Fluss's Java client, FlussBench.java as for fluss, against the node's fluss.listen
+  start_strom "$2" fluss || { printf '{"peer":"strom-fluss","ok":false,"error":"%s"}\n' "$START_ERR" > "$1"; return 1; }
+  local rc=0
+  env -u PORT -u DATA_DIR MODE=bench TARGET="127.0.0.1:$NODE_FLUSS" PEER=strom-fluss PEER_VERSION="$STROM_REV" \
+    N="$N" KV_N="$KV_N" WIDE_N="$WIDE_N" PEERS_DIR="$PEERS_DIR" timeout 900 bash "$PEERS/fluss.sh" > "$1" 2>> "$2" || rc=$?
+  end_strom "$2" "$rc"
 }
 run_fluss() { env -u PORT MODE=bench N="$N" KV_N="$KV_N" WIDE_N="$WIDE_N" PEERS_DIR="$PEERS_DIR" timeout 900 bash "$PEERS/fluss.sh" > "$1" 2> "$2"; }
 run_kafka() { env -u PORT -u CONTROLLER_PORT -u SIZE -u PARTITIONS -u POOL -u PRODUCER_PROPS WORKLOAD=wide N="$N" ACKS=all \
@@ -134,7 +152,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
     LOAD=$(loadavg)
     log "round $r: $s (CPU busy ${BUSY}%, load $LOAD)"
     out=$OUT_DIR/r$r-$s.json; lg=$OUT_DIR/r$r-$s.log; t=$SECONDS; rc=0
-    "run_$s" "$out" "$lg" || rc=$?
+    "run_${s//-/_}" "$out" "$lg" || rc=$?
     [ "$rc" = 0 ] || { log "round $r: $s FAILED (exit $rc); last lines of $lg:"; tail -n 15 "$lg" | cut -c1-300 >&2; }
     log "round $r: $s done in $((SECONDS - t)) s: $(grep '^{' "$out" | tail -n 1 | cut -c1-200)"
     printf '%d\t%d\t%s\t%s\t%s\t%d\t%d\t%s\n' "$r" "$((p + 1))" "$s" "$BUSY" "$LOAD" "$((SECONDS - t))" "$rc" "$out" >> "$INDEX"

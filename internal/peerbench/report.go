@@ -18,7 +18,24 @@ import (
 // seconds, exit code, path of the system's JSON output), and prints the
 // comparison table and then one JSON line with everything in it.
 
-var systems = []string{"strom", "fluss", "kafka"}
+// strom-fluss is Strom behind the Fluss Java client (FlussBench.java against a
+// node's fluss.listen): the same JSON as fluss, so the same paths.
+var systems = []string{"strom", "strom-fluss", "fluss", "kafka"}
+
+var systemLabel = map[string]string{"strom": "Strom", "strom-fluss": "Strom, Fluss client", "fluss": "Fluss", "kafka": "Kafka"}
+
+// The ratios of the table: numerator, denominator.
+var ratioPairs = [][2]string{{"strom", "fluss"}, {"strom", "kafka"}, {"strom-fluss", "fluss"}}
+
+func init() {
+	for _, cs := range [][]benchCase{cases, extras} {
+		for _, c := range cs {
+			if p, ok := c.path["fluss"]; ok {
+				c.path["strom-fluss"] = p
+			}
+		}
+	}
+}
 
 // A case of the table: where each system keeps its figure (nil: it has none).
 type benchCase struct {
@@ -131,8 +148,8 @@ func report(args []string, w io.Writer) error {
 		}
 		return v
 	}
-	// the ratio Strom/peer per round in which both have the case
-	roundRatios := func(c benchCase, peer string) []float64 {
+	// the ratio num/den per round in which both have the case
+	roundRatios := func(c benchCase, num, den string) []float64 {
 		var out []float64
 		for k := 1; k <= rounds; k++ {
 			var s, p float64
@@ -141,10 +158,10 @@ func report(args []string, w io.Writer) error {
 				if r.round != k || r.err != "" {
 					continue
 				}
-				if r.system == "strom" {
-					s, hs = lookupNum(r.res, c.path["strom"])
+				if sp, ok := c.path[num]; ok && r.system == num {
+					s, hs = lookupNum(r.res, sp)
 				}
-				if pp, ok := c.path[peer]; ok && r.system == peer {
+				if pp, ok := c.path[den]; ok && r.system == den {
 					p, hp = lookupNum(r.res, pp)
 				}
 			}
@@ -157,7 +174,7 @@ func report(args []string, w io.Writer) error {
 
 	fmt.Fprintf(w, "Strom vs Apache Fluss %s vs Apache Kafka %s: %d round(s), serial, loopback, %s\n",
 		versionOf(runs, "fluss", "0.9.1"), versionOf(runs, "kafka", "4.4.0"), rounds, time.Now().UTC().Format("2006-01-02 15:04 UTC"))
-	fmt.Fprintf(w, "Strom %s. Values: median of the rounds (min–max); ratios: median Strom ÷ median peer.\n", versionOf(runs, "strom", "?"))
+	fmt.Fprintf(w, "Strom %s. Values: median of the rounds (min–max); ratios: median Strom ÷ median peer.\n", versionOf(runs, "strom", versionOf(runs, "strom-fluss", "?")))
 	fmt.Fprintln(w, "Load before each system (CPU busy over 2 s; load average 1/5/15 min):")
 	for k := 1; k <= rounds; k++ {
 		var parts []string
@@ -174,15 +191,35 @@ func report(args []string, w io.Writer) error {
 	}
 	fmt.Fprintln(w)
 
-	fmt.Fprintln(w, "| case | Strom | Fluss | Kafka | Strom/Fluss | Strom/Kafka |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	// the columns: Strom, Fluss and Kafka always, Strom behind the Fluss client when it ran
+	var cols []string
+	for _, sys := range systems {
+		if sys != "strom-fluss" || ran[sys] {
+			cols = append(cols, sys)
+		}
+	}
+	var pairs [][2]string
+	for _, pr := range ratioPairs {
+		if slices.Contains(cols, pr[0]) && slices.Contains(cols, pr[1]) {
+			pairs = append(pairs, pr)
+		}
+	}
+	head := []string{"case"}
+	for _, sys := range cols {
+		head = append(head, systemLabel[sys])
+	}
+	for _, pr := range pairs {
+		head = append(head, systemLabel[pr[0]]+"/"+systemLabel[pr[1]])
+	}
+	fmt.Fprintln(w, "| "+strings.Join(head, " | ")+" |")
+	fmt.Fprintln(w, "|"+strings.Repeat("---|", len(head)))
 	caseJSON := &omap{}
 	// emit adds a case to the table and the JSON; ratios only with withRatios.
 	emit := func(c benchCase, withRatios bool) {
 		cj := &omap{}
 		cells := []string{c.label}
 		meds := map[string]float64{}
-		for _, sys := range systems {
+		for _, sys := range cols {
 			v := values(c, sys)
 			if _, has := c.path[sys]; !has || !ran[sys] {
 				cells = append(cells, "–")
@@ -202,21 +239,22 @@ func report(args []string, w io.Writer) error {
 			}
 			cj.put(sys, (&omap{}).put("median", m).put("min", slices.Min(v)).put("max", slices.Max(v)).put("runs", runsAny))
 		}
-		for _, peer := range []string{"fluss", "kafka"} {
+		for _, pr := range pairs {
 			if !withRatios {
 				cells = append(cells, "")
 				continue
 			}
-			s, hs := meds["strom"]
-			p, hp := meds[peer]
+			s, hs := meds[pr[0]]
+			p, hp := meds[pr[1]]
 			if hs && hp && p > 0 {
 				cells = append(cells, fmt.Sprintf("%.2f×", s/p))
-				rr := roundRatios(c, peer)
+				rr := roundRatios(c, pr[0], pr[1])
 				rrAny := make([]any, len(rr))
 				for i, x := range rr {
 					rrAny[i] = x
 				}
-				cj.put("strom_"+peer, round(s/p, 3)).put("strom_"+peer+"_per_round", rrAny)
+				key := strings.ReplaceAll(pr[0], "-", "_") + "_" + pr[1]
+				cj.put(key, round(s/p, 3)).put(key+"_per_round", rrAny)
 			} else {
 				cells = append(cells, "–")
 			}
@@ -239,6 +277,9 @@ func report(args []string, w io.Writer) error {
 	fmt.Fprintln(w, "Same rows, seeds and client settings for Strom and Fluss (internal/peerbench ports scripts/peerbench/FlussBench.java); Kafka:")
 	fmt.Fprintln(w, "produce = ProducerPerformance sending 2048-byte JSON rows from a pre-serialized pool (zstd-3 in the client),")
 	fmt.Fprintln(w, "scan all = ConsumerPerformance's fetch rate (whole rows decompressed, not parsed; group join left out).")
+	if ran["strom-fluss"] {
+		fmt.Fprintln(w, "Strom, Fluss client = the very same FlussBench.java (Fluss's 0.9.1 Java client) as for Fluss, against a Strom node's fluss.listen.")
+	}
 	fmt.Fprintln(w)
 
 	// the final JSON line
@@ -246,7 +287,7 @@ func report(args []string, w io.Writer) error {
 	out.put("bench_peers", true)
 	out.put("date", time.Now().UTC().Format("2006-01-02T15:04:05Z"))
 	out.put("rounds", rounds)
-	out.put("versions", (&omap{}).put("strom", versionOf(runs, "strom", "?")).put("fluss", versionOf(runs, "fluss", "?")).put("kafka", versionOf(runs, "kafka", "?")))
+	out.put("versions", (&omap{}).put("strom", versionOf(runs, "strom", versionOf(runs, "strom-fluss", "?"))).put("fluss", versionOf(runs, "fluss", "?")).put("kafka", versionOf(runs, "kafka", "?")))
 	var runList []any
 	failed := 0
 	for _, r := range runs {
