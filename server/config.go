@@ -318,6 +318,13 @@ type Config struct {
 	// bytes of KV values (kv.prefix-lookup.max-bytes; 10 MiB). A lookup
 	// that finds more fails with LIMIT_EXCEEDED rather than return part.
 	PrefixLookupMaxBytes int64
+	// LookupMaxBytes bounds the values of one Lookup response (Connect's
+	// Lookup, Fluss's LOOKUP), all buckets together, in bytes of KV values
+	// (kv.lookup.max-bytes; 64 MiB). A lookup whose values pass it fails
+	// with LIMIT_EXCEEDED rather than return part: neither API has a
+	// continuation, and a request of small keys could otherwise make the
+	// node build a reply of any size.
+	LookupMaxBytes int64
 	// ZooKeeperMaxPacket is the largest packet the ZooKeeper shim accepts,
 	// in bytes (zookeeper.jute.maxbuffer; ZooKeeper's jute.maxbuffer,
 	// 0xfffff). A longer one closes the connection, as in ZooKeeper; it also
@@ -386,6 +393,7 @@ func DefaultConfig() Config {
 		ScannerMaxPerServer:     200,
 		ScannerMaxBatchBytes:    10 << 20,
 		PrefixLookupMaxBytes:    10 << 20,
+		LookupMaxBytes:          64 << 20,
 		ZooKeeperMaxPacket:      0xfffff,
 		ZooKeeperMaxClientCnxns: 60,
 		ZooKeeperMaxCnxns:       1024,
@@ -646,6 +654,8 @@ func Keys() []Key {
 			func(c *Config) *int64 { return &c.ScannerMaxBatchBytes }),
 		sizeKey("kv.prefix-lookup.max-bytes", "most bytes of rows in one PrefixLookup response (e.g. 10mb)",
 			func(c *Config) *int64 { return &c.PrefixLookupMaxBytes }),
+		sizeKey("kv.lookup.max-bytes", "most bytes of rows in one Lookup response, all buckets together (e.g. 64mb)",
+			func(c *Config) *int64 { return &c.LookupMaxBytes }),
 		intKey("zookeeper.jute.maxbuffer", "", "largest ZooKeeper packet, in bytes (ZooKeeper's jute.maxbuffer)",
 			func(c *Config) *int { return &c.ZooKeeperMaxPacket }),
 		intKey("zookeeper.maxClientCnxns", "", "most ZooKeeper connections from one client IP (0: no limit)",
@@ -913,6 +923,7 @@ func (c Config) Validate() error {
 		{"kv.scanner.max-per-server", int64(c.ScannerMaxPerServer), 1, 0},
 		{"kv.scanner.max-batch-size", c.ScannerMaxBatchBytes, 1 << 10, below2GiB},
 		{"kv.prefix-lookup.max-bytes", c.PrefixLookupMaxBytes, 1 << 10, below2GiB},
+		{"kv.lookup.max-bytes", c.LookupMaxBytes, 1 << 10, below2GiB},
 		{"zookeeper.jute.maxbuffer", int64(c.ZooKeeperMaxPacket), 1 << 10, raftmeta.MaxForwardBytes / 2},
 		{"zookeeper.maxClientCnxns", int64(c.ZooKeeperMaxClientCnxns), 0, 0},
 		{"zookeeper.maxCnxns", int64(c.ZooKeeperMaxCnxns), 0, 0},

@@ -10,8 +10,8 @@ import (
 
 // flussKV is the Fluss listener's listener.KVNode: the primary-key keys
 // run the TabletService handler's code (the table cache, the leader check,
-// putKvBucket's batch checks and write, the KV tablet's reads,
-// prefixLookupBucket's byte budget, checkLimit and logTail), so a
+// putKvBucket's batch checks and write, lookupBucket's and
+// prefixLookupBucket's byte budgets, checkLimit and logTail), so a
 // primary-key table written through either API reads the same through
 // both. Fluss's KV batches, keys and values are Strom's own formats.
 type flussKV struct{ h *tabletHandler }
@@ -24,13 +24,11 @@ func (f flussKV) PutKv(ctx context.Context, t catalog.Table, bucket int32, batch
 	return f.h.putKvBucket(ctx, t, bucket, batch, targets, acks)
 }
 
-func (f flussKV) Lookup(ctx context.Context, t catalog.Table, bucket int32, keys [][]byte) ([][]byte, error) {
-	tab, err := f.h.kvOf(ctx, &readBarrier{}, t, bucket)
-	if err != nil {
-		return nil, err
-	}
-	return tab.Lookup(keys)
+func (f flussKV) Lookup(ctx context.Context, t catalog.Table, bucket int32, keys [][]byte, budget *int) ([][]byte, error) {
+	return f.h.lookupBucket(ctx, &readBarrier{}, t, bucket, keys, budget, f.LookupMaxBytes())
 }
+
+func (f flussKV) LookupMaxBytes() int { return int(f.h.s.cfg.LookupMaxBytes) }
 
 func (f flussKV) PrefixLookup(ctx context.Context, t catalog.Table, bucket int32, prefixes [][]byte, budget *int) ([][][]byte, error) {
 	return f.h.prefixLookupBucket(ctx, &readBarrier{}, t, bucket, prefixes, budget, f.PrefixLookupMaxBytes())

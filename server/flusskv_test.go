@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -622,5 +624,76 @@ func TestLimitScanLogTail(t *testing.T) {
 	}
 	if n := len(js.Msg.Rows); n != 15 || js.Msg.Rows[0].Fields["id"].GetNumberValue() != 15 || js.Msg.Rows[14].Fields["id"].GetNumberValue() != 29 {
 		t.Fatalf("LimitScan 15 of 30 as JSON: %d rows, %v", n, js.Msg.Rows)
+	}
+}
+
+// A LOOKUP (Fluss's and the Connect API's) whose values pass
+// kv.lookup.max-bytes fails rather than make the node build the reply:
+// over the Fluss wire the bucket answers RECORD_TOO_LARGE_EXCEPTION naming
+// the key (PREFIX_LOOKUP past kv.prefix-lookup.max-bytes too), over
+// Connect LIMIT_EXCEEDED (HTTP 429, gRPC RESOURCE_EXHAUSTED); a lookup
+// within the cap is served by both.
+func TestLookupMaxBytes(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.FlussListen = freeAddr(t)
+	cfg.LookupMaxBytes, cfg.PrefixLookupMaxBytes = 1<<10, 1<<10
+	s := startServer(t, cfg)
+	const ddl = "tenant INT NOT NULL, id BIGINT NOT NULL, v STRING"
+	info := createBucketKeyed(t, s, "big", ddl, 1, []string{"tenant"}, "tenant", "id")
+	schema := schemaOf(t, ddl)
+	schema.PrimaryKey = []string{"tenant", "id"}
+	kc := newKvCodecs(t, schema, info.SchemaId, 1, []string{"tenant"})
+	c := dialFluss(t, cfg.FlussListen)
+
+	var rows []record.Row
+	var keys [][]byte
+	for id := range int64(100) { // 100 values of over 40 bytes: more than 1 KiB
+		r := record.Row{int32(1), id, strings.Repeat("v", 40)}
+		rows = append(rows, r)
+		keys = append(keys, kc.key(r))
+	}
+	req := &flusspb.PutKvRequest{Acks: proto.Int32(-1), TableId: proto.Int64(info.TableId), TimeoutMs: proto.Int32(30000)}
+	for b, batch := range kc.batches(record.NoWriterID, record.NoBatchSequence, rows, nil) {
+		req.BucketsReq = append(req.BucketsReq, &flusspb.PbPutKvReqForBucket{BucketId: proto.Int32(b), Records: batch})
+	}
+	var put flusspb.PutKvResponse
+	if code := flussCall(t, c, protocol.PutKv, req, &put); code != protocol.None || put.BucketsResp[0].ErrorCode != nil {
+		t.Fatalf("PUT_KV: %s %v", code, put.BucketsResp)
+	}
+	lookup := func(keys [][]byte) *flusspb.PbLookupRespForBucket {
+		var resp flusspb.LookupResponse
+		if code := flussCall(t, c, protocol.Lookup, &flusspb.LookupRequest{TableId: proto.Int64(info.TableId),
+			BucketsReq: []*flusspb.PbLookupReqForBucket{{BucketId: proto.Int32(0), Keys: keys}}}, &resp); code != protocol.None {
+			t.Fatalf("LOOKUP: %s", code)
+		}
+		return resp.BucketsResp[0]
+	}
+	if br := lookup(keys); protocol.ErrorCode(br.GetErrorCode()) != protocol.RecordTooLargeException ||
+		!strings.Contains(br.GetErrorMessage(), "kv.lookup.max-bytes") || len(br.Values) != 0 {
+		t.Fatalf("LOOKUP of 100 keys over 1 KiB: want RECORD_TOO_LARGE_EXCEPTION naming kv.lookup.max-bytes and no values, got %d %q (%d values)",
+			br.GetErrorCode(), br.GetErrorMessage(), len(br.Values))
+	}
+	if br := lookup(keys[:5]); br.ErrorCode != nil || len(br.Values) != 5 || br.Values[4].Values == nil {
+		t.Fatalf("LOOKUP of 5 keys: %v", br)
+	}
+	var pre flusspb.PrefixLookupResponse
+	if code := flussCall(t, c, protocol.PrefixLookup, &flusspb.PrefixLookupRequest{TableId: proto.Int64(info.TableId),
+		BucketsReq: []*flusspb.PbPrefixLookupReqForBucket{{BucketId: proto.Int32(0), Keys: [][]byte{kc.bucketKey(record.Row{int32(1), nil, nil})}}}}, &pre); code != protocol.None {
+		t.Fatalf("PREFIX_LOOKUP: %s", code)
+	}
+	if br := pre.BucketsResp[0]; protocol.ErrorCode(br.GetErrorCode()) != protocol.RecordTooLargeException || !strings.Contains(br.GetErrorMessage(), "kv.prefix-lookup.max-bytes") {
+		t.Fatalf("PREFIX_LOOKUP of 100 rows over 1 KiB: want RECORD_TOO_LARGE_EXCEPTION, got %d %q", br.GetErrorCode(), br.GetErrorMessage())
+	}
+
+	var all []string
+	for id := range 100 {
+		all = append(all, fmt.Sprintf(`{"tenant":1,"id":%d}`, id))
+	}
+	code, out := postJSON(t, s, "Lookup", `{"database":"fluss","table":"big","keys":[`+strings.Join(all, ",")+`]}`)
+	if code != http.StatusTooManyRequests || !strings.Contains(out, "LIMIT_EXCEEDED") || !strings.Contains(out, "kv.lookup.max-bytes") {
+		t.Fatalf("Connect Lookup of 100 keys over 1 KiB: want 429 LIMIT_EXCEEDED naming kv.lookup.max-bytes, got %d %s", code, out)
+	}
+	if code, out := postJSON(t, s, "Lookup", `{"database":"fluss","table":"big","keys":[{"tenant":1,"id":3}]}`); code != 200 || !strings.Contains(out, `"vvvv`) {
+		t.Fatalf("Connect Lookup of 1 key: %d %s", code, out)
 	}
 }

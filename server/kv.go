@@ -382,21 +382,20 @@ func (h *tabletHandler) Lookup(ctx context.Context, req *connect.Request[stromv1
 	var rb readBarrier
 	results := map[int32]*stromv1.LookupBucketResult{}
 	failed := map[int32]error{} // for JSON keys, which answer with the error itself
+	maxBytes := int(h.s.cfg.LookupMaxBytes)
+	budget := maxBytes // of the whole response
 	for _, lb := range buckets {
 		res := &stromv1.LookupBucketResult{Bucket: lb.Bucket}
 		resp.Buckets = append(resp.Buckets, res)
 		results[lb.Bucket] = res
-		t, err := h.kvOf(ctx, &rb, kt.Table, lb.Bucket)
+		values, err := h.lookupBucket(ctx, &rb, kt.Table, lb.Bucket, lb.Keys, &budget, maxBytes)
 		if err == nil {
-			var values [][]byte
-			if values, err = t.Lookup(lb.Keys); err == nil {
-				// One allocation for the bucket's answers, not one per key.
-				lvs := make([]stromv1.LookupValue, len(values))
-				res.Values = make([]*stromv1.LookupValue, len(values))
-				for i, v := range values {
-					lvs[i].Value, lvs[i].Found = v, v != nil
-					res.Values[i] = &lvs[i]
-				}
+			// One allocation for the bucket's answers, not one per key.
+			lvs := make([]stromv1.LookupValue, len(values))
+			res.Values = make([]*stromv1.LookupValue, len(values))
+			for i, v := range values {
+				lvs[i].Value, lvs[i].Found = v, v != nil
+				res.Values[i] = &lvs[i]
 			}
 		}
 		if err != nil {
@@ -496,6 +495,32 @@ func (h *tabletHandler) PrefixLookup(ctx context.Context, req *connect.Request[s
 		resp.Buckets = nil
 	}
 	return connect.NewResponse(resp), nil
+}
+
+// lookupBucket looks up keys (encoded primary keys) in a bucket this node
+// leads: the value of each, nil for an absent key. The values of one
+// response share *budget bytes, from maxBytes (kv.lookup.max-bytes); values
+// past it fail the bucket with rpc.ErrLimitExceeded rather than make the
+// node hold an unbounded answer. On an error nothing of the bucket is
+// returned. The Connect API's Lookup and the Fluss listener's LOOKUP both
+// read through it.
+func (h *tabletHandler) lookupBucket(ctx context.Context, rb *readBarrier, t catalog.Table, bucket int32, keys [][]byte, budget *int, maxBytes int) ([][]byte, error) {
+	tab, err := h.kvOf(ctx, rb, t, bucket)
+	if err != nil {
+		return nil, err
+	}
+	values, more, err := tab.LookupMax(keys, max(*budget, 1))
+	switch {
+	case err != nil:
+		return nil, err
+	case more:
+		return nil, fmt.Errorf("%w: bucket %d: the rows of its %d keys pass kv.lookup.max-bytes (%d bytes in one response); look up fewer keys at once, or raise the key",
+			rpc.ErrLimitExceeded, bucket, len(keys), maxBytes)
+	}
+	for _, v := range values {
+		*budget -= len(v)
+	}
+	return values, nil
 }
 
 // prefixLookupBucket looks up each prefix (an encoded bucket key) in a

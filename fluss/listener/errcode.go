@@ -21,10 +21,13 @@ func (e *Error) Error() string { return e.Code.String() + ": " + e.Message }
 // (rpc/errcode.go's codes are Fluss's numbers where Fluss has the error),
 // mapped to the Fluss error a 0.9.1 client handles the same way.
 var overrides = map[int32]protocol.ErrorCode{
-	rpc.CodeNotCoordinator.Num:    protocol.InvalidCoordinatorException, // Fluss ≥ 0.10's NOT_COORDINATOR_LEADER
-	rpc.CodeNotReady.Num:          protocol.LeaderNotAvailableException, // retriable, as NODE_NOT_READY is
-	rpc.CodeTooManyScanners.Num:   protocol.UnknownServerError,
-	rpc.CodeLimitExceeded.Num:     protocol.UnknownServerError,
+	rpc.CodeNotCoordinator.Num:  protocol.InvalidCoordinatorException, // Fluss ≥ 0.10's NOT_COORDINATOR_LEADER
+	rpc.CodeNotReady.Num:        protocol.LeaderNotAvailableException, // retriable, as NODE_NOT_READY is
+	rpc.CodeTooManyScanners.Num: protocol.UnknownServerError,
+	// A reply past one of the node's byte caps (kv.lookup.max-bytes,
+	// kv.prefix-lookup.max-bytes; the only LIMIT_EXCEEDED a Fluss key meets):
+	// Fluss's error for too many bytes, which its client does not retry.
+	rpc.CodeLimitExceeded.Num:     protocol.RecordTooLargeException,
 	rpc.CodeRemoteUnavailable.Num: protocol.LogStorageException,
 	rpc.CodeKvRebuilding.Num:      protocol.LeaderNotAvailableException, // retriable: the KV is rebuilt meanwhile
 }

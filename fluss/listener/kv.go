@@ -36,8 +36,11 @@ type KVNode interface {
 	PutKv(ctx context.Context, t catalog.Table, bucket int32, batch []byte, targets []int, acks int) (log.AppendInfo, error)
 	// Lookup returns the KV value (schema id int16 LE + compacted row) of
 	// each key (a compacted primary key) in a bucket this node leads, nil
-	// for an absent key.
-	Lookup(ctx context.Context, t catalog.Table, bucket int32, keys [][]byte) ([][]byte, error)
+	// for an absent key, the values of one request sharing *budget bytes
+	// (from LookupMaxBytes; past it: an error wrapping rpc.ErrLimitExceeded).
+	Lookup(ctx context.Context, t catalog.Table, bucket int32, keys [][]byte, budget *int) ([][]byte, error)
+	// LookupMaxBytes bounds one lookup's values (kv.lookup.max-bytes).
+	LookupMaxBytes() int
 	// PrefixLookup returns, per prefix (a compacted bucket key, a prefix of
 	// the primary key), the values of its rows in key order, the values of
 	// one request sharing *budget bytes (from PrefixLookupMaxBytes).
@@ -227,7 +230,9 @@ func (s *Server) putKv(ctx context.Context, version int16, req *flusspb.PutKvReq
 // lookup is LOOKUP: per bucket, the value of each key in the order asked,
 // an absent key answered by a PbValue without `values`, as Fluss's
 // makeLookupResponse does; a bucket that fails (NOT_LEADER_OR_FOLLOWER
-// makes the client refresh its metadata) answers its error alone.
+// makes the client refresh its metadata) answers its error alone. The
+// values of one request are bounded by kv.lookup.max-bytes: a bucket past
+// it fails with RECORD_TOO_LARGE_EXCEPTION, naming the key.
 // insert_if_not_exists is not served.
 func (s *Server) lookup(ctx context.Context, version int16, req *flusspb.LookupRequest) (proto.Message, error) {
 	n := s.cfg.KV
@@ -238,6 +243,7 @@ func (s *Server) lookup(ctx context.Context, version int16, req *flusspb.LookupR
 	if err != nil {
 		return nil, err
 	}
+	budget := n.LookupMaxBytes()
 	resp := &flusspb.LookupResponse{}
 	for _, br := range req.BucketsReq {
 		res := &flusspb.PbLookupRespForBucket{BucketId: proto.Int32(br.GetBucketId()), PartitionId: br.PartitionId}
@@ -246,7 +252,7 @@ func (s *Server) lookup(ctx context.Context, version int16, req *flusspb.LookupR
 			setBucketError(&res.ErrorCode, &res.ErrorMessage, errPartitioned)
 			continue
 		}
-		values, err := n.Lookup(ctx, t, br.GetBucketId(), br.Keys)
+		values, err := n.Lookup(ctx, t, br.GetBucketId(), br.Keys, &budget)
 		if err != nil {
 			setBucketError(&res.ErrorCode, &res.ErrorMessage, fmt.Errorf("bucket %d: %w", br.GetBucketId(), err))
 			continue
@@ -262,7 +268,7 @@ func (s *Server) lookup(ctx context.Context, version int16, req *flusspb.LookupR
 // prefixLookup is PREFIX_LOOKUP: per bucket, for each prefix (a compacted
 // bucket key, which must be a prefix of the primary key) the values of its
 // rows; the values of one request are bounded by kv.prefix-lookup.max-bytes
-// (a bucket past it fails, naming the key).
+// (a bucket past it fails with RECORD_TOO_LARGE_EXCEPTION, naming the key).
 func (s *Server) prefixLookup(ctx context.Context, version int16, req *flusspb.PrefixLookupRequest) (proto.Message, error) {
 	n := s.cfg.KV
 	t, err := kvTable(n, req.GetTableId(), version)

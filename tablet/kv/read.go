@@ -21,16 +21,26 @@ func (t *Tablet) isClosed() bool {
 // Lookup returns the value of each key (compacted primary keys), nil for
 // a key with no row, in the order of keys. An empty key has no row.
 func (t *Tablet) Lookup(keys [][]byte) ([][]byte, error) {
+	values, _, err := t.LookupMax(keys, 0)
+	return values, err
+}
+
+// LookupMax is Lookup that stops before the values found pass maxBytes
+// (≤ 0: no bound) and then reports more: it returns nothing and holds at
+// most maxBytes of values (plus the one value that passes them) meanwhile,
+// so a caller can refuse a lookup whose answer would be too large.
+func (t *Tablet) LookupMax(keys [][]byte, maxBytes int) (values [][]byte, more bool, err error) {
 	out := make([][]byte, len(keys))
 	var slab []byte
 	t.readMu.RLock()
 	defer t.readMu.RUnlock()
 	if t.isClosed() {
-		return nil, ErrClosed
+		return nil, false, ErrClosed
 	}
 	if err := t.refuseDamaged(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
+	size := 0
 	for i, k := range keys {
 		if len(k) == 0 {
 			continue // the meta key, never a row
@@ -40,7 +50,11 @@ func (t *Tablet) Lookup(keys [][]byte) ([][]byte, error) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("kv: lookup: %w", t.pebbleErr(err))
+			return nil, false, fmt.Errorf("kv: lookup: %w", t.pebbleErr(err))
+		}
+		if size += len(v); maxBytes > 0 && size > maxBytes {
+			closer.Close()
+			return nil, true, nil
 		}
 		// The values share one slab (one allocation per call, not per
 		// key), each capped at its own end so that appending to one
@@ -54,7 +68,7 @@ func (t *Tablet) Lookup(keys [][]byte) ([][]byte, error) {
 		out[i] = slab[start:len(slab):len(slab)]
 		closer.Close()
 	}
-	return out, nil
+	return out, false, nil
 }
 
 // lookupSlab bounds what Lookup allocates at once for the values it copies
