@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"hash/crc32"
+	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -279,6 +280,101 @@ func TestFlussFetchEmptyBucketHasRecords(t *testing.T) {
 		}
 		if got, _ := decodeFluss(t, resp.TablesResp[0].BucketsResp[1].Records, schema); c0[1] == -2 && len(got) != 1 {
 			t.Fatalf("bucket 1 from the start: %d rows, want 1", len(got))
+		}
+	}
+}
+
+// A bucket id outside the table's buckets (2 of a 2-bucket table, and -1)
+// answers UNKNOWN_TABLE_OR_BUCKET_EXCEPTION, Fluss's code for a bucket no
+// server hosts, for that bucket alone (LIMIT_SCAN, which asks for one, in
+// its response), on every key that names buckets; bucket 0 is served
+// beside it.
+func TestFlussUnknownBucket(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.FlussListen = freeAddr(t)
+	s := startServer(t, cfg)
+	logT := createTable(t, s, "fluss", "events", "id BIGINT", 2)
+	const ddl = "tenant INT NOT NULL, id BIGINT NOT NULL, v STRING"
+	pkT := createBucketKeyed(t, s, "users", ddl, 2, []string{"tenant"}, "tenant", "id")
+	c := dialFluss(t, cfg.FlussListen)
+	const unknown = protocol.UnknownTableOrBucketException
+	type bucketAnswer interface {
+		GetBucketId() int32
+		GetErrorCode() int32
+		GetErrorMessage() string
+	}
+	check := func(key protocol.APIKey, answers []bucketAnswer) {
+		t.Helper()
+		if len(answers) != 3 {
+			t.Fatalf("%s: %d bucket answers, want 3", key, len(answers))
+		}
+		for _, a := range answers {
+			code := protocol.ErrorCode(a.GetErrorCode())
+			switch b := a.GetBucketId(); {
+			case b == 0 && code == unknown:
+				t.Errorf("%s bucket 0: %s %q", key, code, a.GetErrorMessage())
+			case b != 0 && (code != unknown || !strings.Contains(a.GetErrorMessage(), "has buckets 0..1")):
+				t.Errorf("%s bucket %d: %s %q, want UNKNOWN_TABLE_OR_BUCKET_EXCEPTION naming the buckets", key, b, code, a.GetErrorMessage())
+			}
+		}
+	}
+	ids := []int32{0, 2, -1}
+	answers := func(n int, at func(int) bucketAnswer) []bucketAnswer {
+		out := make([]bucketAnswer, n)
+		for i := range out {
+			out[i] = at(i)
+		}
+		return out
+	}
+	call := func(key protocol.APIKey, req, resp proto.Message) {
+		t.Helper()
+		if code := flussCall(t, c, key, req, resp); code != protocol.None {
+			t.Fatalf("%s: %s", key, code)
+		}
+	}
+
+	var produce flusspb.ProduceLogResponse
+	preq := &flusspb.ProduceLogRequest{Acks: proto.Int32(-1), TableId: proto.Int64(logT.TableId), TimeoutMs: proto.Int32(30000)}
+	var fetch flusspb.FetchLogResponse
+	ft := &flusspb.PbFetchLogReqForTable{TableId: proto.Int64(logT.TableId), ProjectionPushdownEnabled: proto.Bool(false)}
+	var put flusspb.PutKvResponse
+	kreq := &flusspb.PutKvRequest{Acks: proto.Int32(-1), TableId: proto.Int64(pkT.TableId), TimeoutMs: proto.Int32(30000)}
+	var lookup flusspb.LookupResponse
+	lreq := &flusspb.LookupRequest{TableId: proto.Int64(pkT.TableId)}
+	var prefix flusspb.PrefixLookupResponse
+	xreq := &flusspb.PrefixLookupRequest{TableId: proto.Int64(pkT.TableId)}
+	var stats flusspb.GetTableStatsResponse
+	sreq := &flusspb.GetTableStatsRequest{TableId: proto.Int64(pkT.TableId)}
+	for _, b := range ids {
+		preq.BucketsReq = append(preq.BucketsReq, &flusspb.PbProduceLogReqForBucket{BucketId: proto.Int32(b), Records: []byte{1}})
+		ft.BucketsReq = append(ft.BucketsReq, &flusspb.PbFetchLogReqForBucket{BucketId: proto.Int32(b), FetchOffset: proto.Int64(0), MaxFetchBytes: proto.Int32(1 << 20)})
+		kreq.BucketsReq = append(kreq.BucketsReq, &flusspb.PbPutKvReqForBucket{BucketId: proto.Int32(b), Records: []byte{1}})
+		lreq.BucketsReq = append(lreq.BucketsReq, &flusspb.PbLookupReqForBucket{BucketId: proto.Int32(b), Keys: [][]byte{{1}}})
+		xreq.BucketsReq = append(xreq.BucketsReq, &flusspb.PbPrefixLookupReqForBucket{BucketId: proto.Int32(b), Keys: [][]byte{{1}}})
+		sreq.BucketsReq = append(sreq.BucketsReq, &flusspb.PbTableStatsReqForBucket{BucketId: proto.Int32(b)})
+	}
+	call(protocol.ProduceLog, preq, &produce)
+	check(protocol.ProduceLog, answers(len(produce.BucketsResp), func(i int) bucketAnswer { return produce.BucketsResp[i] }))
+	call(protocol.FetchLog, &flusspb.FetchLogRequest{FollowerServerId: proto.Int32(-1), MaxBytes: proto.Int32(16 << 20),
+		TablesReq: []*flusspb.PbFetchLogReqForTable{ft}}, &fetch)
+	check(protocol.FetchLog, answers(len(fetch.TablesResp[0].BucketsResp), func(i int) bucketAnswer { return fetch.TablesResp[0].BucketsResp[i] }))
+	var offsets flusspb.ListOffsetsResponse
+	call(protocol.ListOffsets, &flusspb.ListOffsetsRequest{FollowerServerId: proto.Int32(-1), OffsetType: proto.Int32(1),
+		TableId: proto.Int64(logT.TableId), BucketId: ids}, &offsets)
+	check(protocol.ListOffsets, answers(len(offsets.BucketsResp), func(i int) bucketAnswer { return offsets.BucketsResp[i] }))
+	call(protocol.PutKv, kreq, &put)
+	check(protocol.PutKv, answers(len(put.BucketsResp), func(i int) bucketAnswer { return put.BucketsResp[i] }))
+	call(protocol.Lookup, lreq, &lookup)
+	check(protocol.Lookup, answers(len(lookup.BucketsResp), func(i int) bucketAnswer { return lookup.BucketsResp[i] }))
+	call(protocol.PrefixLookup, xreq, &prefix)
+	check(protocol.PrefixLookup, answers(len(prefix.BucketsResp), func(i int) bucketAnswer { return prefix.BucketsResp[i] }))
+	call(protocol.GetTableStats, sreq, &stats)
+	check(protocol.GetTableStats, answers(len(stats.BucketsResp), func(i int) bucketAnswer { return stats.BucketsResp[i] }))
+	for _, table := range []int64{logT.TableId, pkT.TableId} {
+		var ls flusspb.LimitScanResponse
+		call(protocol.LimitScan, &flusspb.LimitScanRequest{TableId: proto.Int64(table), BucketId: proto.Int32(2), Limit: proto.Int32(10)}, &ls)
+		if code := protocol.ErrorCode(ls.GetErrorCode()); code != unknown {
+			t.Errorf("LIMIT_SCAN of table %d bucket 2: %s %q, want UNKNOWN_TABLE_OR_BUCKET_EXCEPTION", table, code, ls.GetErrorMessage())
 		}
 	}
 }

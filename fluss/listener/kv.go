@@ -203,15 +203,10 @@ func (s *Server) putKv(ctx context.Context, version int16, req *flusspb.PutKvReq
 		b := br.GetBucketId()
 		res := &flusspb.PbPutKvRespForBucket{BucketId: proto.Int32(b), PartitionId: br.PartitionId}
 		resp.BucketsResp[i] = res
-		switch {
-		case br.PartitionId != nil:
-			setBucketError(&res.ErrorCode, &res.ErrorMessage, errPartitioned)
-			continue
-		case seen[b]:
-			setBucketError(&res.ErrorCode, &res.ErrorMessage, &record.InvalidError{Field: "buckets_req", Reason: fmt.Sprintf("bucket %d appears twice", b)})
+		if err := bucketError(t, br.PartitionId, b, seen); err != nil {
+			setBucketError(&res.ErrorCode, &res.ErrorMessage, err)
 			continue
 		}
-		seen[b] = true
 		wg.Go(func() {
 			info, err := n.PutKv(ctx, t, b, br.GetRecords(), targets, acks)
 			if err != nil {
@@ -248,8 +243,8 @@ func (s *Server) lookup(ctx context.Context, version int16, req *flusspb.LookupR
 	for _, br := range req.BucketsReq {
 		res := &flusspb.PbLookupRespForBucket{BucketId: proto.Int32(br.GetBucketId()), PartitionId: br.PartitionId}
 		resp.BucketsResp = append(resp.BucketsResp, res)
-		if br.PartitionId != nil {
-			setBucketError(&res.ErrorCode, &res.ErrorMessage, errPartitioned)
+		if err := bucketError(t, br.PartitionId, br.GetBucketId(), nil); err != nil {
+			setBucketError(&res.ErrorCode, &res.ErrorMessage, err)
 			continue
 		}
 		values, err := n.Lookup(ctx, t, br.GetBucketId(), br.Keys, &budget)
@@ -284,8 +279,8 @@ func (s *Server) prefixLookup(ctx context.Context, version int16, req *flusspb.P
 	for _, br := range req.BucketsReq {
 		res := &flusspb.PbPrefixLookupRespForBucket{BucketId: proto.Int32(br.GetBucketId()), PartitionId: br.PartitionId}
 		resp.BucketsResp = append(resp.BucketsResp, res)
-		if br.PartitionId != nil {
-			setBucketError(&res.ErrorCode, &res.ErrorMessage, errPartitioned)
+		if err := bucketError(t, br.PartitionId, br.GetBucketId(), nil); err != nil {
+			setBucketError(&res.ErrorCode, &res.ErrorMessage, err)
 			continue
 		}
 		lists, err := n.PrefixLookup(ctx, t, br.GetBucketId(), br.Keys, &budget)
@@ -326,6 +321,9 @@ func (s *Server) limitScanInto(ctx context.Context, req *flusspb.LimitScanReques
 		return fmt.Errorf("table id %d: %w", req.GetTableId(), err)
 	}
 	b := req.GetBucketId()
+	if err := bucketError(t, nil, b, nil); err != nil {
+		return err
+	}
 	if len(t.Schema.PrimaryKey) > 0 {
 		values, err := n.LimitScanKv(ctx, t, b, req.GetLimit())
 		if err != nil {

@@ -112,6 +112,27 @@ func logTable(n LogNode, id int64) (catalog.Table, error) {
 // tables without partitions.
 var errPartitioned = &Error{protocol.PartitionNotExists, "Strom's Fluss listener does not serve partitions yet (partition_id)"}
 
+// bucketError is what one bucket of a request answers before the node is
+// asked (nil: ask it): a partition id (errPartitioned); a bucket id outside
+// the table's 0..n-1, UNKNOWN_TABLE_OR_BUCKET_EXCEPTION, as Fluss's
+// ReplicaManager answers a bucket no server hosts; and, for a write (seen
+// not nil: the buckets so far), a bucket the request names twice.
+func bucketError(t catalog.Table, partition *int64, b int32, seen map[int32]bool) error {
+	switch {
+	case partition != nil:
+		return errPartitioned
+	case b < 0 || b >= t.Registration.BucketCount:
+		return &Error{protocol.UnknownTableOrBucketException, fmt.Sprintf("bucket %d does not exist: %s.%s has buckets 0..%d",
+			b, t.Database, t.Name, t.Registration.BucketCount-1)}
+	case seen == nil:
+		return nil
+	case seen[b]:
+		return &record.InvalidError{Field: "buckets_req", Reason: fmt.Sprintf("bucket %d appears twice", b)}
+	}
+	seen[b] = true
+	return nil
+}
+
 // produceLog is PRODUCE_LOG: each bucket's batches, Fluss 0.9.1's V0 or V1,
 // become Strom's V2 (logbatch.ToStrom, checking each CRC) and go through the
 // node's AppendLog, the Connect API's produce path; buckets are written
@@ -140,18 +161,13 @@ func (s *Server) produceLog(ctx context.Context, _ int16, req *flusspb.ProduceLo
 	seen := map[int32]bool{}
 	var wg sync.WaitGroup
 	for i, br := range req.BucketsReq {
-		res := &flusspb.PbProduceLogRespForBucket{BucketId: proto.Int32(br.GetBucketId()), PartitionId: br.PartitionId}
-		resp.BucketsResp[i] = res
 		b := br.GetBucketId()
-		switch {
-		case br.PartitionId != nil:
-			setBucketError(&res.ErrorCode, &res.ErrorMessage, errPartitioned)
-			continue
-		case seen[b]:
-			setBucketError(&res.ErrorCode, &res.ErrorMessage, &record.InvalidError{Field: "buckets_req", Reason: fmt.Sprintf("bucket %d appears twice", b)})
+		res := &flusspb.PbProduceLogRespForBucket{BucketId: proto.Int32(b), PartitionId: br.PartitionId}
+		resp.BucketsResp[i] = res
+		if err := bucketError(t, br.PartitionId, b, seen); err != nil {
+			setBucketError(&res.ErrorCode, &res.ErrorMessage, err)
 			continue
 		}
-		seen[b] = true
 		wg.Go(func() {
 			base, err := produceBucket(ctx, n, t, b, br.GetRecords(), acks)
 			if err != nil {
@@ -285,11 +301,11 @@ func fetchBucket(n LogNode, ft fetchTable, br *flusspb.PbFetchLogReqForBucket, b
 		res.Records = nil
 		return res, 0, nil
 	}
-	switch {
-	case ft.err != nil:
+	if ft.err != nil {
 		return fail(ft.err)
-	case br.PartitionId != nil:
-		return fail(errPartitioned)
+	}
+	if err := bucketError(ft.t, br.PartitionId, b, nil); err != nil {
+		return fail(err)
 	}
 	r, err := n.Leader(ft.t, b)
 	if err != nil {
@@ -402,8 +418,8 @@ func (s *Server) listOffsets(_ context.Context, _ int16, req *flusspb.ListOffset
 	for _, b := range req.BucketId {
 		res := &flusspb.PbListOffsetsRespForBucket{BucketId: proto.Int32(b)}
 		resp.BucketsResp = append(resp.BucketsResp, res)
-		if req.PartitionId != nil {
-			setBucketError(&res.ErrorCode, &res.ErrorMessage, errPartitioned)
+		if err := bucketError(t, req.PartitionId, b, nil); err != nil {
+			setBucketError(&res.ErrorCode, &res.ErrorMessage, err)
 			continue
 		}
 		off, err := n.Offset(t, b, spec, req.GetStartTimestamp())

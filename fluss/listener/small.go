@@ -59,8 +59,8 @@ func (s *Server) getTableStats(ctx context.Context, _ int16, req *flusspb.GetTab
 	for _, b := range req.BucketsReq {
 		res := &flusspb.PbTableStatsRespForBucket{BucketId: proto.Int32(b.GetBucketId()), PartitionId: b.PartitionId}
 		resp.BucketsResp = append(resp.BucketsResp, res)
-		if b.PartitionId != nil {
-			setBucketError(&res.ErrorCode, &res.ErrorMessage, errPartitioned)
+		if err := bucketError(t, b.PartitionId, b.GetBucketId(), nil); err != nil {
+			setBucketError(&res.ErrorCode, &res.ErrorMessage, err)
 			continue
 		}
 		rows, err := n.RowCount(ctx, t, b.GetBucketId())
