@@ -343,8 +343,8 @@ func TestFlussKvKeys(t *testing.T) {
 		t.Fatalf("PUT_KV of target columns without the key: %v, want INVALID_TARGET_COLUMN", r)
 	}
 	if r := put(&flusspb.PutKvRequest{Acks: proto.Int32(-1), TableId: proto.Int64(info.TableId), TimeoutMs: proto.Int32(1000),
-		BucketsReq: []*flusspb.PbPutKvReqForBucket{{BucketId: proto.Int32(7), Records: first[0]}}}); protocol.ErrorCode(r[7].GetErrorCode()) != protocol.InvalidTableException || !strings.Contains(r[7].GetErrorMessage(), "buckets 0..1") {
-		t.Fatalf("PUT_KV to bucket 7 of 2: %v, want INVALID_TABLE_EXCEPTION naming the buckets", r[7])
+		BucketsReq: []*flusspb.PbPutKvReqForBucket{{BucketId: proto.Int32(7), Records: first[0]}}}); protocol.ErrorCode(r[7].GetErrorCode()) != protocol.UnknownTableOrBucketException || !strings.Contains(r[7].GetErrorMessage(), "buckets 0..1") {
+		t.Fatalf("PUT_KV to bucket 7 of 2: %v, want UNKNOWN_TABLE_OR_BUCKET_EXCEPTION naming the buckets", r[7])
 	}
 	// agg_mode: OVERWRITE (1) on a table without a merge engine is the
 	// same write; past a merge engine, or 2, it is refused.
