@@ -484,3 +484,28 @@ func TestRunEndsWhenTheMetadataCloses(t *testing.T) {
 		t.Fatal("Run still runs 30 s after its metadata replica closed")
 	}
 }
+
+// A batch that overtook its predecessor by more than a second (a loaded
+// machine, a client's resend after a failover) still waits for it with the
+// default wait and is appended after it, not refused as out of order.
+func TestAheadBatchWaitsForALatePredecessor(t *testing.T) {
+	meta := metatest.NewNode(t)
+	m := startManager(t, meta, t.TempDir())
+	id := createTable(t, meta, "t", 1, []int32{1})
+	r := leadingReplica(t, m, TableBucket{id, 0})
+	ctx := context.Background()
+	const writer = 7
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Append(ctx, writerBatch(writer, 1), -1)
+		done <- err
+	}()
+	waitFor(t, "the early batch waiting", func() bool { return r.waitingBatches() == 1 })
+	time.Sleep(1500 * time.Millisecond) // its predecessor comes late
+	if _, err := r.Append(ctx, writerBatch(writer, 0), -1); err != nil {
+		t.Fatalf("sequence 0: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("sequence 1, which arrived 1.5 s before sequence 0: %v", err)
+	}
+}

@@ -186,8 +186,17 @@ type Replica struct {
 
 // gapWait bounds how long a batch that arrived ahead of its writer's
 // earlier batches waits for them before it is refused with
-// log.ErrOutOfOrderSequence (the writer then sends it again).
-const gapWait = time.Second
+// log.ErrOutOfOrderSequence (the writer then sends it again). Requests are
+// served concurrently (Connect's connections and streams, the Fluss
+// listener's goroutine per request), so a writer's in-flight batches can
+// overtake each other by however long the machine takes to schedule a
+// request: at a load average of 45 on 2 cores, over a second, and with the
+// old 1 s the Fluss Java client's idempotent writer failed with
+// OutOfOrderSequenceException (it does not retry it). The same wait covers
+// a failover, where the batch lost with the old leader is sent again to the
+// new one after those that followed it. A request that ends (its context)
+// stops waiting sooner.
+const gapWait = 5 * time.Second
 
 func newReplica(tb TableBucket, nodeID int32, lt *log.Tablet, kt *kv.Tablet, lg *slog.Logger, changed *broadcast) *Replica {
 	r := &Replica{tb: tb, nodeID: nodeID, log: lt, kv: kt, lg: lg, gapWait: gapWait, changed: changed}
