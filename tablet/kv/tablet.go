@@ -184,7 +184,9 @@ func openPebble(cfg Config, d *damage) (*pebble.DB, string, error) {
 	return db, id, nil
 }
 
-// recover is Open's replay. Nothing else runs yet.
+// recover is Open's replay, and Restore's after it swapped the database:
+// with writeMu held (or Open running) nothing else writes, but Restore runs
+// it on a live tablet, so what readers see is set under mu.
 func (t *Tablet) recover() error {
 	flushed, ok, err := t.readFlushed()
 	if err != nil {
@@ -210,7 +212,9 @@ func (t *Tablet) recover() error {
 		t.lg.Info("raising the high watermark to the flushed offset", "hw", hw, "flushed", flushed)
 		t.log.SetHighWatermark(flushed)
 	}
+	t.mu.Lock() // Restore runs it on a live tablet: readers may look
 	t.mu.flushed, t.mu.end = flushed, flushed
+	t.mu.Unlock()
 	replayed, err := t.replayLocked(end)
 	if err != nil {
 		return err
@@ -219,8 +223,10 @@ func (t *Tablet) recover() error {
 	if err := t.FlushTo(hw); err != nil {
 		return err
 	}
-	t.lg.Info("recovered", "flushed", flushed, "replayed_rows", replayed, "hw", hw, "log_end", end,
-		"buffered", t.mu.buf.len())
+	t.mu.Lock()
+	buffered := t.mu.buf.len()
+	t.mu.Unlock()
+	t.lg.Info("recovered", "flushed", flushed, "replayed_rows", replayed, "hw", hw, "log_end", end, "buffered", buffered)
 	return nil
 }
 
