@@ -113,9 +113,9 @@ func (c *isrChanger) CommitRemoteLog(ctx context.Context, ch replica.RemoteLogCo
 
 // call runs fn with a client of the coordinator's node.
 func (c *isrChanger) call(fn func(stromv1connect.CoordinatorInternalServiceClient) error) error {
-	id, addr := c.s.otherCoordinator()
+	id, addr, why := c.s.coordinatorElsewhere()
 	if addr == "" {
-		return fmt.Errorf("%w (no coordinator is known)", coordinator.ErrNotCoordinator)
+		return fmt.Errorf("%w (no other coordinator is known: %s)", coordinator.ErrNotCoordinator, why)
 	}
 	if err := fn(c.clients.at(addr)); err != nil {
 		return fmt.Errorf("coordinator node %s at %s: %w", id, addr, rpc.RemoteErrorOf(err))

@@ -96,18 +96,34 @@ func (p *coordinatorProxy) target(h http.Header) *coordinatorClients {
 // when it is another node, as /strom/coordinators/active names it; "", ""
 // when this node is in office, or no other coordinator is known.
 func (s *Server) otherCoordinator() (id, addr string) {
-	if s.coord.Epoch() != 0 {
-		return "", ""
+	id, addr, _ = s.coordinatorElsewhere()
+	return id, addr
+}
+
+// coordinatorElsewhere is otherCoordinator with, when it finds none, why
+// (for errors and logs: a node whose metadata stays stale shows it here).
+func (s *Server) coordinatorElsewhere() (id, addr, why string) {
+	if e := s.coord.Epoch(); e != 0 {
+		return "", "", fmt.Sprintf("this node is in office at epoch %d", e)
 	}
-	active, _, _, err := s.cat.Coordinator()
-	if err != nil || active.ID == "" || active.ID == strconv.Itoa(int(s.cfg.NodeID)) {
-		return "", ""
+	active, epoch, _, err := s.cat.Coordinator()
+	switch {
+	case err != nil:
+		return "", "", fmt.Sprintf("reading the coordinator from the metadata: %v", err)
+	case active.ID == "":
+		return "", "", fmt.Sprintf("the metadata here (applied to zxid %d) names no coordinator", s.meta.LastZxid())
+	case active.ID == strconv.Itoa(int(s.cfg.NodeID)):
+		return "", "", fmt.Sprintf("the metadata here (applied to zxid %d) names this node at epoch %d, which is not in office",
+			s.meta.LastZxid(), epoch)
 	}
 	addr = listenerAddress(active.Listeners)
-	if addr == s.apiAddr {
-		return "", ""
+	switch addr {
+	case "":
+		return "", "", fmt.Sprintf("coordinator node %s (epoch %d) has no %s listener in the metadata", active.ID, epoch, catalog.ListenerName)
+	case s.apiAddr:
+		return "", "", fmt.Sprintf("coordinator node %s (epoch %d) has this node's address %s", active.ID, epoch, addr)
 	}
-	return active.ID, addr
+	return active.ID, addr, ""
 }
 
 // proxy serves req on the coordinator's node with send, or here with local
