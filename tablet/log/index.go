@@ -91,8 +91,9 @@ func lookupTimeMem(es []timeEntry, target int64) (timeEntry, bool) {
 	return es[i], true
 }
 
-// lookupOffsetFile is lookupOffsetMem over an index file of n entries.
-func lookupOffsetFile(f io.ReaderAt, n int, target uint32) (offsetEntry, bool, error) {
+// lookupOffsetFile is lookupOffsetMem over an index file of n entries; it
+// also returns the entry's index in the file, -1 when there is none.
+func lookupOffsetFile(f io.ReaderAt, n int, target uint32) (offsetEntry, int, error) {
 	var buf [offsetEntrySize]byte
 	i, err := lastAtMost(n, func(i int) (bool, error) {
 		if _, err := f.ReadAt(buf[:], int64(i)*offsetEntrySize); err != nil {
@@ -101,16 +102,17 @@ func lookupOffsetFile(f io.ReaderAt, n int, target uint32) (offsetEntry, bool, e
 		return decodeOffsetEntry(buf[:]).rel <= target, nil
 	})
 	if err != nil || i < 0 {
-		return offsetEntry{}, false, err
+		return offsetEntry{}, -1, err
 	}
 	if _, err := f.ReadAt(buf[:], int64(i)*offsetEntrySize); err != nil {
-		return offsetEntry{}, false, err
+		return offsetEntry{}, -1, err
 	}
-	return decodeOffsetEntry(buf[:]), true, nil
+	return decodeOffsetEntry(buf[:]), i, nil
 }
 
-// lookupTimeFile is lookupTimeMem over a time index file of n entries.
-func lookupTimeFile(f io.ReaderAt, n int, target int64) (timeEntry, bool, error) {
+// lookupTimeFile is lookupTimeMem over a time index file of n entries, with
+// the entry's index as lookupOffsetFile.
+func lookupTimeFile(f io.ReaderAt, n int, target int64) (timeEntry, int, error) {
 	var buf [timeEntrySize]byte
 	i, err := lastAtMost(n, func(i int) (bool, error) {
 		if _, err := f.ReadAt(buf[:], int64(i)*timeEntrySize); err != nil {
@@ -119,12 +121,12 @@ func lookupTimeFile(f io.ReaderAt, n int, target int64) (timeEntry, bool, error)
 		return decodeTimeEntry(buf[:]).ts <= target, nil
 	})
 	if err != nil || i < 0 {
-		return timeEntry{}, false, err
+		return timeEntry{}, -1, err
 	}
 	if _, err := f.ReadAt(buf[:], int64(i)*timeEntrySize); err != nil {
-		return timeEntry{}, false, err
+		return timeEntry{}, -1, err
 	}
-	return decodeTimeEntry(buf[:]), true, nil
+	return decodeTimeEntry(buf[:]), i, nil
 }
 
 // checkOffsetIndex checks a whole offset index file's contents against its

@@ -68,7 +68,7 @@ func (t *Tablet) readOnce(dst []byte, offset int64, maxBytes int, maxOffset int6
 		return info, false, nil
 	}
 	s := segs[sort.Search(len(segs), func(i int) bool { return segs[i].base > offset })-1]
-	size, sealed, nOffsets := s.size, s.sealed, s.nOffsets
+	size, sealed := s.size, s.sealed
 	var pos, base int64
 	if !sealed {
 		pos, base = s.lookupMem(offset)
@@ -78,7 +78,7 @@ func (t *Tablet) readOnce(dst []byte, offset int64, maxBytes int, maxOffset int6
 	t.mu.Unlock()
 
 	if sealed {
-		pos, base, err = s.lookupFile(offset, nOffsets)
+		pos, base, err = t.lookupSealed(s, offset, false)
 	}
 	if err == nil {
 		info.Batches, err = t.readSegment(dst, s, pos, base, size, offset, limit, maxBytes)
@@ -170,8 +170,9 @@ func (t *Tablet) readSegment(dst []byte, s *segment, pos, base, size, offset, li
 // result may lie
 // above the high watermark; the caller clamps it.
 func (t *Tablet) OffsetForTimestamp(ms int64) (offset int64, found bool, err error) {
+	rebuilt := false
 	for {
-		o, ok, retry, err := t.offsetForTimestampOnce(ms)
+		o, ok, retry, err := t.offsetForTimestampOnce(ms, &rebuilt)
 		if !retry {
 			return o, ok, err
 		}
@@ -180,15 +181,18 @@ func (t *Tablet) OffsetForTimestamp(ms int64) (offset int64, found bool, err err
 
 // tsView is what offsetForTimestampOnce needs of a segment, taken under mu.
 type tsView struct {
-	s                *segment
-	sealed           bool
-	size             int64
-	nOffsets, nTimes int
-	startOff         int64 // for an active segment: start the walk at this batch
-	pos, base        int64 // index hint for startOff
+	s         *segment
+	sealed    bool
+	size      int64
+	startOff  int64 // for an active segment: start the walk at this batch
+	pos, base int64 // index hint for startOff
 }
 
-func (t *Tablet) offsetForTimestampOnce(ms int64) (int64, bool, bool, error) {
+// offsetForTimestampOnce is one try of OffsetForTimestamp. A lying time
+// index entry (the batch it names does not start at its offset with its
+// timestamp) has the segment's indexes rebuilt and the lookup start over,
+// once (*rebuilt).
+func (t *Tablet) offsetForTimestampOnce(ms int64, rebuilt *bool) (int64, bool, bool, error) {
 	t.mu.Lock()
 	if t.mu.closed {
 		t.mu.Unlock()
@@ -207,7 +211,7 @@ func (t *Tablet) offsetForTimestampOnce(ms int64) (int64, bool, bool, error) {
 	// (or, were an index wrong, after it).
 	views := make([]tsView, 0, len(segs)-i)
 	for _, s := range segs[i:] {
-		v := tsView{s: s, sealed: s.sealed, size: s.size, nOffsets: s.nOffsets, nTimes: s.nTimes, startOff: s.base, base: s.base}
+		v := tsView{s: s, sealed: s.sealed, size: s.size, startOff: s.base, base: s.base}
 		if !s.sealed {
 			if e, ok := lookupTimeMem(s.finalTimes(), ms); ok {
 				v.startOff = s.base + int64(e.rel)
@@ -227,22 +231,48 @@ func (t *Tablet) offsetForTimestampOnce(ms int64) (int64, bool, bool, error) {
 
 	var result int64 = -1
 	var err error
+	var lie error // a time index entry that does not hold
 	for k, v := range views {
+		h := timeHint{entry: -1} // none: nothing to check
 		if k == 0 && v.sealed {
-			if v.startOff, v.pos, v.base, err = v.s.timeHint(ms, v.nOffsets, v.nTimes); err != nil {
+			if h, err = t.timeHint(v.s, ms); err != nil {
 				break
 			}
+			v.startOff, v.pos, v.base = h.startOff, h.pos, h.base
 		}
 		if k > 0 {
 			v.startOff, v.pos, v.base = v.s.base, 0, v.s.base
 		}
-		_, _, err = v.s.walk(v.pos, v.size, v.base, func(_ int64, h record.Batch) error {
-			if h.LastOffset() >= v.startOff && h.CommitTimestamp() >= ms {
-				result = h.BaseOffset()
+		checked := h.entry < 0 // the batch the time entry names, found as it says
+		_, _, err = v.s.walk(v.pos, v.size, v.base, func(_ int64, b record.Batch) error {
+			if !checked && b.LastOffset() >= v.startOff {
+				if b.BaseOffset() != v.startOff || b.CommitTimestamp() != h.ts {
+					lie = fmt.Errorf("%w: time index entry %d says offset %d has timestamp %d, the batch there holds [%d, %d] at %d",
+						errIndexEntry, h.entry, v.startOff, h.ts, b.BaseOffset(), b.LastOffset(), b.CommitTimestamp())
+					return errStop
+				}
+				checked = true
+			}
+			if b.LastOffset() >= v.startOff && b.CommitTimestamp() >= ms {
+				result = b.BaseOffset()
 				return errStop
 			}
 			return nil
 		})
+		if err == nil && lie == nil && !checked {
+			lie = fmt.Errorf("%w: time index entry %d names offset %d, which the segment does not hold", errIndexEntry, h.entry, v.startOff)
+		}
+		if lie != nil {
+			lie = &CorruptSegmentError{Path: v.s.path(timeIndexSuffix), Position: int64(h.entry) * timeEntrySize, Err: lie}
+			if *rebuilt {
+				return 0, false, false, lie
+			}
+			*rebuilt = true
+			if err := t.rebuildIndexes(v.s, h.gen, lie, false); err != nil {
+				return 0, false, false, err
+			}
+			return 0, false, true, nil
+		}
 		if err != nil || result >= 0 {
 			break
 		}
@@ -257,24 +287,36 @@ func (t *Tablet) offsetForTimestampOnce(ms int64) (int64, bool, bool, error) {
 	return result, result >= 0 && err == nil, false, err
 }
 
-// timeHint finds, from a sealed segment's time index, the batch to start
-// looking for timestamp ms at, and the offset index hint for it. nOffsets
-// and nTimes are its index entry counts, read under a lock.
-func (s *segment) timeHint(ms int64, nOffsets, nTimes int) (startOff, pos, base int64, err error) {
-	startOff = s.base
-	if nTimes > 0 {
-		_, tf, err := s.indexFiles()
+// timeHint is where to start looking for a timestamp in a sealed segment:
+// the batch its time index names (startOff; entry is the entry's index in
+// the file and ts its timestamp, or entry is -1 and startOff the segment's
+// base when none applies), the offset index hint for it (pos, base), and
+// the index generation used.
+type timeHint struct {
+	startOff, pos, base int64
+	entry               int
+	ts                  int64
+	gen                 uint64
+}
+
+// timeHint finds, from sealed segment s's time index, the batch to start
+// looking for timestamp ms at.
+func (t *Tablet) timeHint(s *segment, ms int64) (timeHint, error) {
+	h := timeHint{startOff: s.base, entry: -1}
+	v, err := s.indexFiles()
+	if err != nil {
+		return h, err
+	}
+	h.gen = v.gen
+	if v.nTimes > 0 {
+		e, i, err := lookupTimeFile(v.times, v.nTimes, ms)
 		if err != nil {
-			return 0, 0, 0, err
+			return h, err
 		}
-		e, ok, err := lookupTimeFile(tf, nTimes, ms)
-		if err != nil {
-			return 0, 0, 0, err
-		}
-		if ok {
-			startOff = s.base + int64(e.rel)
+		if i >= 0 {
+			h.startOff, h.entry, h.ts = s.base+int64(e.rel), i, e.ts
 		}
 	}
-	pos, base, err = s.lookupFile(startOff, nOffsets)
-	return startOff, pos, base, err
+	h.pos, h.base, err = t.lookupSealed(s, h.startOff, false)
+	return h, err
 }

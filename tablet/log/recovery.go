@@ -816,7 +816,7 @@ func (t *Tablet) walkFrom(offset int64, fn func(h record.Batch) error) error {
 		var pos, base int64
 		var err error
 		if s.sealed {
-			pos, base, err = s.lookupFile(max(offset, s.base), s.nOffsets)
+			pos, base, err = t.lookupSealed(s, max(offset, s.base), true)
 			if err != nil {
 				return err
 			}
@@ -856,6 +856,18 @@ func (t *Tablet) walkFrom(offset int64, fn func(h record.Batch) error) error {
 		}
 	}
 	return nil
+}
+
+// damagedAt returns the damaged range (of the current truncation
+// generation) of the segment with base offset seg that starts at offset
+// from, if there is one.
+func (t *Tablet) damagedAt(seg, from int64) (damagedRange, bool) {
+	for _, r := range t.damagedIn(seg) {
+		if r.from == from {
+			return r, true
+		}
+	}
+	return damagedRange{}, false
 }
 
 // damagedIn returns the damaged ranges (of the current truncation

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -80,12 +81,28 @@ type segment struct {
 	refs    int
 	removed bool
 
-	// idx holds the lazily opened index files of a sealed segment.
+	// idx holds the lazily opened index files of a sealed segment, their
+	// entry counts (from their sizes when opened), and gen, which
+	// rebuildIndexes increments each time it replaces the files; the
+	// handles it replaced stay open in retired (a reader may still be
+	// using them) until the segment's files are closed.
 	idx struct {
 		sync.Mutex
-		offsets, times vfs.File
-		closed         bool
+		offsets, times   vfs.File
+		nOffsets, nTimes int
+		gen              uint64
+		retired          []vfs.File
+		closed           bool
 	}
+}
+
+// indexView is a sealed segment's open index files as indexFiles found
+// them: the files, their entry counts, and the index generation (see
+// segment.idx).
+type indexView struct {
+	offsets, times   vfs.File
+	nOffsets, nTimes int
+	gen              uint64
 }
 
 func (s *segment) path(suffix string) string {
@@ -143,27 +160,58 @@ func (s *segment) finalTimes() []timeEntry {
 }
 
 // indexFiles opens the index files of a sealed segment on first use.
-func (s *segment) indexFiles() (offsets, times vfs.File, err error) {
+func (s *segment) indexFiles() (indexView, error) {
 	s.idx.Lock()
 	defer s.idx.Unlock()
 	if s.idx.closed {
-		return nil, nil, os.ErrClosed
+		return indexView{}, os.ErrClosed
 	}
-	if s.idx.offsets == nil {
-		f, err := s.fs.Open(s.path(indexSuffix))
+	open := func(suffix string, entrySize int) (vfs.File, int, error) {
+		f, err := s.fs.Open(s.path(suffix))
 		if err != nil {
-			return nil, nil, err
+			return nil, 0, err
 		}
-		s.idx.offsets = f
+		st, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, 0, err
+		}
+		return f, int(st.Size() / int64(entrySize)), nil
+	}
+	var err error
+	if s.idx.offsets == nil {
+		if s.idx.offsets, s.idx.nOffsets, err = open(indexSuffix, offsetEntrySize); err != nil {
+			return indexView{}, err
+		}
 	}
 	if s.idx.times == nil {
-		f, err := s.fs.Open(s.path(timeIndexSuffix))
-		if err != nil {
-			return nil, nil, err
+		if s.idx.times, s.idx.nTimes, err = open(timeIndexSuffix, timeEntrySize); err != nil {
+			return indexView{}, err
 		}
-		s.idx.times = f
 	}
-	return s.idx.offsets, s.idx.times, nil
+	return indexView{offsets: s.idx.offsets, times: s.idx.times, nOffsets: s.idx.nOffsets, nTimes: s.idx.nTimes, gen: s.idx.gen}, nil
+}
+
+// retireIndexFiles makes the next indexFiles open the index files anew
+// (rebuildIndexes rewrote them) and increments the index generation. The
+// handles in use stay open for the readers using them.
+func (s *segment) retireIndexFiles() {
+	s.idx.Lock()
+	defer s.idx.Unlock()
+	for _, f := range []vfs.File{s.idx.offsets, s.idx.times} {
+		if f != nil {
+			s.idx.retired = append(s.idx.retired, f)
+		}
+	}
+	s.idx.offsets, s.idx.times = nil, nil
+	s.idx.gen++
+}
+
+// indexGen returns the index generation (see segment.idx).
+func (s *segment) indexGen() uint64 {
+	s.idx.Lock()
+	defer s.idx.Unlock()
+	return s.idx.gen
 }
 
 // closeIndexFiles closes the index files opened by indexFiles. If final,
@@ -175,6 +223,12 @@ func (s *segment) closeIndexFiles(final bool) {
 		if f != nil {
 			f.Close()
 		}
+	}
+	if final {
+		for _, f := range s.idx.retired {
+			f.Close()
+		}
+		s.idx.retired = nil
 	}
 	s.idx.offsets, s.idx.times = nil, nil
 	s.idx.closed = final
@@ -208,21 +262,47 @@ func (s *segment) lookupMem(offset int64) (pos, base int64) {
 	return 0, s.base
 }
 
-// lookupFile is lookupMem for a sealed segment, from its index file of n
-// entries (s.nOffsets, read by the caller under a lock).
-func (s *segment) lookupFile(offset int64, n int) (pos, base int64, err error) {
-	if n == 0 {
-		return 0, s.base, nil
-	}
-	f, _, err := s.indexFiles()
+// errIndexEntry: an index entry of a sealed segment names a batch the
+// segment does not hold where the entry says (the index file is damaged;
+// Tablet.rebuildIndexes rebuilds it from the segment).
+var errIndexEntry = errors.New("the index entry does not name a batch of the segment")
+
+// lookupFile is lookupMem for a sealed segment, from its index file. It
+// checks the entry it lands on: a batch with the entry's base offset must
+// start at the entry's position (a sound header; the walk that follows
+// checks the rest), else the error is a *CorruptSegmentError naming the
+// index file and wrapping errIndexEntry. gen is the index generation the
+// lookup used, for rebuildIndexes.
+func (s *segment) lookupFile(offset int64) (pos, base int64, gen uint64, err error) {
+	v, err := s.indexFiles()
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	e, ok, err := lookupOffsetFile(f, n, uint32(offset-s.base))
-	if err != nil || !ok {
-		return 0, s.base, err
+	if v.nOffsets == 0 {
+		return 0, s.base, v.gen, nil
 	}
-	return int64(e.pos), s.base + int64(e.rel), nil
+	e, i, err := lookupOffsetFile(v.offsets, v.nOffsets, uint32(offset-s.base))
+	if err != nil || i < 0 {
+		return 0, s.base, v.gen, err
+	}
+	pos, base = int64(e.pos), s.base+int64(e.rel)
+	if err := s.checkEntry(pos, base); err != nil {
+		return 0, 0, v.gen, &CorruptSegmentError{Path: s.path(indexSuffix), Position: int64(i) * offsetEntrySize,
+			Err: fmt.Errorf("%w: entry %d says offset %d starts at byte %d: %w", errIndexEntry, i, base, pos, err)}
+	}
+	return pos, base, v.gen, nil
+}
+
+// checkEntry checks that a batch with base offset base starts at byte pos
+// of the segment: a sound V2 header (its size is not checked against the
+// segment's: the walk from it does that).
+func (s *segment) checkEntry(pos, base int64) error {
+	var hdr [headerSize]byte
+	if err := readFull(s.f, hdr[:], pos); err != nil {
+		return err
+	}
+	_, err := checkHeader(hdr[:], pos, math.MaxInt64, base)
+	return err
 }
 
 // headerSize is the bytes of a batch header a header walk reads: all V2

@@ -46,17 +46,24 @@ func (t *Tablet) TruncateTo(offset int64) error {
 	if s.base != offset {
 		var pos, base int64
 		var err error
-		if s.sealed {
-			if pos, base, err = s.lookupFile(offset, s.nOffsets); err != nil {
+		d, damagedHere := t.damagedAt(s.base, offset)
+		switch {
+		case damagedHere:
+			// A damaged range starts at offset (a follower cutting it to
+			// refetch): where its bytes start is known, its header may be
+			// damaged.
+			pos, base = d.pos, offset
+		case s.sealed:
+			if pos, base, err = t.lookupSealed(s, offset, true); err != nil {
 				return fmt.Errorf("truncate: %w", err)
 			}
-		} else {
+		default:
 			pos, base = s.lookupMem(offset)
 		}
 		newEnd = -1
 		if base == offset {
-			// The index names the batch: the cut needs no header of it,
-			// which may be damaged (a follower cutting a damaged range).
+			// The index (or the damaged range) names the batch: the cut
+			// needs no header of it, which may be damaged.
 			cutPos, newEnd = pos, offset
 		}
 		walkTo := s.size

@@ -84,9 +84,10 @@ func verifySegment(s *segment, size, next int64) error {
 // taken with or without Tablet.mu (after it).
 type verifyState struct {
 	// bytes and corrupt count the bytes checked and the damaged batches
-	// (or ranges) found, repaired the ranges RepairDamaged rewrote:
-	// counters for metrics.
-	bytes, corrupt, repaired atomic.Int64
+	// (or ranges) found, repaired the ranges RepairDamaged rewrote,
+	// reindexed the lying index files rebuildIndexes rebuilt: counters for
+	// metrics.
+	bytes, corrupt, repaired, reindexed atomic.Int64
 
 	mu struct {
 		sync.Mutex
