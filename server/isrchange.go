@@ -20,10 +20,7 @@ import (
 type coordinatorInternalHandler struct{ s *Server }
 
 func (h *coordinatorInternalHandler) AdjustIsr(ctx context.Context, req *connect.Request[stromv1.AdjustIsrRequest]) (*connect.Response[stromv1.AdjustIsrResponse], error) {
-	m := req.Msg
-	lisr, err := h.s.coord.AdjustISR(ctx, coordinator.AdjustISRRequest{
-		TableID: m.TableId, Bucket: m.Bucket, Leader: m.LeaderId, LeaderEpoch: m.LeaderEpoch, BucketEpoch: m.BucketEpoch, ISR: m.Isr,
-	})
+	lisr, err := h.s.coord.AdjustISR(ctx, adjustISRRequestOf(req.Msg))
 	if err != nil {
 		return nil, err
 	}
@@ -67,17 +64,34 @@ func newISRChanger(s *Server) *isrChanger {
 func (c *isrChanger) AdjustISR(ctx context.Context, ch replica.ISRChange) error {
 	req := coordinator.AdjustISRRequest{
 		TableID: ch.TB.TableID, Bucket: ch.TB.Bucket, Leader: ch.Leader, LeaderEpoch: ch.LeaderEpoch, BucketEpoch: ch.BucketEpoch, ISR: ch.ISR,
+		Incarnations: ch.Incarnations,
 	}
 	if c.s.coord.Epoch() != 0 {
 		_, err := c.s.coord.AdjustISR(ctx, req)
 		return isrChangeError(err)
 	}
 	return isrChangeError(c.call(func(client stromv1connect.CoordinatorInternalServiceClient) error {
-		_, err := client.AdjustIsr(ctx, connect.NewRequest(&stromv1.AdjustIsrRequest{
-			TableId: req.TableID, Bucket: req.Bucket, LeaderId: req.Leader, LeaderEpoch: req.LeaderEpoch, BucketEpoch: req.BucketEpoch, Isr: req.ISR,
-		}))
+		_, err := client.AdjustIsr(ctx, connect.NewRequest(adjustISRMessage(req)))
 		return err
 	}))
+}
+
+// adjustISRMessage is req on the wire; adjustISRRequestOf reads it back.
+func adjustISRMessage(req coordinator.AdjustISRRequest) *stromv1.AdjustIsrRequest {
+	return &stromv1.AdjustIsrRequest{
+		TableId: req.TableID, Bucket: req.Bucket, LeaderId: req.Leader, LeaderEpoch: req.LeaderEpoch, BucketEpoch: req.BucketEpoch, Isr: req.ISR,
+		Incarnations: req.Incarnations,
+	}
+}
+
+// adjustISRRequestOf is the request m carries. A leader of a build before
+// incarnations sends none: its joiners are checked for liveness only
+// (coordinator.AdjustISRRequest.Incarnations).
+func adjustISRRequestOf(m *stromv1.AdjustIsrRequest) coordinator.AdjustISRRequest {
+	return coordinator.AdjustISRRequest{
+		TableID: m.TableId, Bucket: m.Bucket, Leader: m.LeaderId, LeaderEpoch: m.LeaderEpoch, BucketEpoch: m.BucketEpoch, ISR: m.Isr,
+		Incarnations: m.Incarnations,
+	}
 }
 
 // isrChangeError marks the coordinator's answers that prove an ISR change

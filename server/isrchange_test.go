@@ -3,12 +3,15 @@ package server
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 
 	"strom/rpc"
 	stromv1 "strom/rpc/gen/strom/v1"
 	"strom/server/coordinator"
 	"strom/tablet/replica"
+
+	"google.golang.org/protobuf/proto"
 )
 
 // Only an ineligible replica, which the coordinator checks after the bucket
@@ -42,5 +45,23 @@ func TestISRChangeErrorRefusedOnlyWhenNotWritten(t *testing.T) {
 	}
 	if isrChangeError(nil) != nil {
 		t.Error("no error became one")
+	}
+}
+
+// An ISR change crosses to the coordinator's node whole: the joiners' runs
+// too, which the coordinator checks against their registrations.
+func TestAdjustISRRequestOnTheWire(t *testing.T) {
+	req := coordinator.AdjustISRRequest{TableID: 7, Bucket: 2, Leader: 1, LeaderEpoch: 3, BucketEpoch: 5,
+		ISR: []int32{1, 2, 3}, Incarnations: map[int32]int64{2: 1234, 3: 5678}}
+	data, err := proto.Marshal(adjustISRMessage(req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m stromv1.AdjustIsrRequest
+	if err := proto.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	if got := adjustISRRequestOf(&m); !reflect.DeepEqual(got, req) {
+		t.Fatalf("sent %+v, the coordinator reads %+v", req, got)
 	}
 }

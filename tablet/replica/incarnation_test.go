@@ -94,3 +94,36 @@ func TestFetchOfAnEarlierRunDoesNotCount(t *testing.T) {
 		t.Fatalf("high watermark %d after run 200 fetched at the log end; want 15", got)
 	}
 }
+
+// A leader whose metadata lags may still show a follower's earlier run, or
+// no run at all, and count that run's late fetches: its ISR change names
+// the run each joiner's fetches came from, so that the coordinator, which
+// knows the node's current registration, can refuse it (KIP-903's broker
+// epochs in AlterPartition).
+func TestISRChangeNamesTheJoinersRun(t *testing.T) {
+	r := openLogReplica(t, 1)
+	r.incarnations = func(int32) int64 { return 0 } // the metadata shows no run
+	if err := r.setLeaderAndISR(1, 1, []int32{1}); err != nil {
+		t.Fatal(err)
+	}
+	r.setBucketEpoch(3)
+	for range 4 {
+		if _, err := r.Append(context.Background(), batch(1), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for node, incarnation := range map[int32]int64{2: 100, 3: 0} { // node 3 sends none (an older build)
+		if res := r.fetchAsLeader(node, incarnation, BucketFetch{TB: r.tb, LeaderEpoch: 1, FetchOffset: 4}, 0, time.Now(), nil); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	r.mu.Lock()
+	c, ok := r.isrProposalLocked(time.Now(), time.Minute)
+	r.mu.Unlock()
+	if !ok || len(c.ISR) != 3 {
+		t.Fatalf("proposal %+v, %v; want nodes 2 and 3 to join", c, ok)
+	}
+	if len(c.Incarnations) != 1 || c.Incarnations[2] != 100 {
+		t.Fatalf("the change names the runs %v; want node 2's run 100 (and none for node 3)", c.Incarnations)
+	}
+}

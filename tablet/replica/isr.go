@@ -17,6 +17,11 @@ type ISRChange struct {
 	LeaderEpoch int32
 	BucketEpoch int32
 	ISR         []int32
+	// Incarnations holds, for each follower ISR adds, the run whose
+	// fetches found it caught up (FollowerState.Incarnation; 0 when its
+	// fetches carried none): the coordinator refuses a joiner registered
+	// in another run since (KIP-903).
+	Incarnations map[int32]int64
 }
 
 // ISRChanger sends ISR changes to the coordinator, which writes them (the
@@ -67,7 +72,16 @@ func (r *Replica) isrProposalLocked(now time.Time, maxLag time.Duration) (c ISRC
 	if slices.Equal(isr, r.mu.isr) {
 		return c, false
 	}
-	return ISRChange{TB: r.tb, Leader: r.nodeID, LeaderEpoch: r.mu.leaderEpoch, BucketEpoch: r.mu.bucketEpoch, ISR: isr}, true
+	c = ISRChange{TB: r.tb, Leader: r.nodeID, LeaderEpoch: r.mu.leaderEpoch, BucketEpoch: r.mu.bucketEpoch, ISR: isr}
+	for _, id := range joining {
+		if inc := r.mu.followers[id].Incarnation; inc != 0 {
+			if c.Incarnations == nil {
+				c.Incarnations = make(map[int32]int64, len(joining))
+			}
+			c.Incarnations[id] = inc
+		}
+	}
+	return c, true
 }
 
 // isrRetryBackoff is how long a leader waits, at the same bucket epoch,

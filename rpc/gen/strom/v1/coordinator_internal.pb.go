@@ -111,7 +111,13 @@ type AdjustIsrRequest struct {
 	LeaderEpoch int32 `protobuf:"varint,4,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
 	BucketEpoch int32 `protobuf:"varint,5,opt,name=bucket_epoch,json=bucketEpoch,proto3" json:"bucket_epoch,omitempty"`
 	// isr is the ISR the leader asks for.
-	Isr           []int32 `protobuf:"varint,6,rep,packed,name=isr,proto3" json:"isr,omitempty"`
+	Isr []int32 `protobuf:"varint,6,rep,packed,name=isr,proto3" json:"isr,omitempty"`
+	// incarnations holds, for each node isr adds, the run
+	// (TabletServerRegistration incarnation) whose fetches the leader counted
+	// when it found the node caught up (Kafka's broker epochs of
+	// AlterPartition, KIP-903). A joiner missing here (a leader of an older
+	// build sends none) or given 0 is checked for liveness only.
+	Incarnations  map[int32]int64 `protobuf:"bytes,7,rep,name=incarnations,proto3" json:"incarnations,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -184,6 +190,13 @@ func (x *AdjustIsrRequest) GetBucketEpoch() int32 {
 func (x *AdjustIsrRequest) GetIsr() []int32 {
 	if x != nil {
 		return x.Isr
+	}
+	return nil
+}
+
+func (x *AdjustIsrRequest) GetIncarnations() map[int32]int64 {
+	if x != nil {
+		return x.Incarnations
 	}
 	return nil
 }
@@ -695,14 +708,18 @@ const file_strom_v1_coordinator_internal_proto_rawDesc = "" +
 	"#strom/v1/coordinator_internal.proto\x12\bstrom.v1\".\n" +
 	"\x13NodeStartingRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\"\x16\n" +
-	"\x14NodeStartingResponse\"\xba\x01\n" +
+	"\x14NodeStartingResponse\"\xcd\x02\n" +
 	"\x10AdjustIsrRequest\x12\x19\n" +
 	"\btable_id\x18\x01 \x01(\x03R\atableId\x12\x16\n" +
 	"\x06bucket\x18\x02 \x01(\x05R\x06bucket\x12\x1b\n" +
 	"\tleader_id\x18\x03 \x01(\x05R\bleaderId\x12!\n" +
 	"\fleader_epoch\x18\x04 \x01(\x05R\vleaderEpoch\x12!\n" +
 	"\fbucket_epoch\x18\x05 \x01(\x05R\vbucketEpoch\x12\x10\n" +
-	"\x03isr\x18\x06 \x03(\x05R\x03isr\"6\n" +
+	"\x03isr\x18\x06 \x03(\x05R\x03isr\x12P\n" +
+	"\fincarnations\x18\a \x03(\v2,.strom.v1.AdjustIsrRequest.IncarnationsEntryR\fincarnations\x1a?\n" +
+	"\x11IncarnationsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\x05R\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"6\n" +
 	"\x11AdjustIsrResponse\x12!\n" +
 	"\fbucket_epoch\x18\x01 \x01(\x05R\vbucketEpoch\"\xcb\x01\n" +
 	"\x1eCommitRemoteLogManifestRequest\x12\x19\n" +
@@ -760,7 +777,7 @@ func file_strom_v1_coordinator_internal_proto_rawDescGZIP() []byte {
 	return file_strom_v1_coordinator_internal_proto_rawDescData
 }
 
-var file_strom_v1_coordinator_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_strom_v1_coordinator_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_strom_v1_coordinator_internal_proto_goTypes = []any{
 	(*NodeStartingRequest)(nil),             // 0: strom.v1.NodeStartingRequest
 	(*NodeStartingResponse)(nil),            // 1: strom.v1.NodeStartingResponse
@@ -773,24 +790,26 @@ var file_strom_v1_coordinator_internal_proto_goTypes = []any{
 	(*KvSnapshot)(nil),                      // 8: strom.v1.KvSnapshot
 	(*KvSnapshotFile)(nil),                  // 9: strom.v1.KvSnapshotFile
 	(*CommitKvSnapshotResponse)(nil),        // 10: strom.v1.CommitKvSnapshotResponse
+	nil,                                     // 11: strom.v1.AdjustIsrRequest.IncarnationsEntry
 }
 var file_strom_v1_coordinator_internal_proto_depIdxs = []int32{
-	5,  // 0: strom.v1.CommitRemoteLogManifestRequest.segments:type_name -> strom.v1.RemoteLogSegment
-	8,  // 1: strom.v1.CommitKvSnapshotRequest.snapshots:type_name -> strom.v1.KvSnapshot
-	9,  // 2: strom.v1.KvSnapshot.files:type_name -> strom.v1.KvSnapshotFile
-	2,  // 3: strom.v1.CoordinatorInternalService.AdjustIsr:input_type -> strom.v1.AdjustIsrRequest
-	4,  // 4: strom.v1.CoordinatorInternalService.CommitRemoteLogManifest:input_type -> strom.v1.CommitRemoteLogManifestRequest
-	7,  // 5: strom.v1.CoordinatorInternalService.CommitKvSnapshot:input_type -> strom.v1.CommitKvSnapshotRequest
-	0,  // 6: strom.v1.CoordinatorInternalService.NodeStarting:input_type -> strom.v1.NodeStartingRequest
-	3,  // 7: strom.v1.CoordinatorInternalService.AdjustIsr:output_type -> strom.v1.AdjustIsrResponse
-	6,  // 8: strom.v1.CoordinatorInternalService.CommitRemoteLogManifest:output_type -> strom.v1.CommitRemoteLogManifestResponse
-	10, // 9: strom.v1.CoordinatorInternalService.CommitKvSnapshot:output_type -> strom.v1.CommitKvSnapshotResponse
-	1,  // 10: strom.v1.CoordinatorInternalService.NodeStarting:output_type -> strom.v1.NodeStartingResponse
-	7,  // [7:11] is the sub-list for method output_type
-	3,  // [3:7] is the sub-list for method input_type
-	3,  // [3:3] is the sub-list for extension type_name
-	3,  // [3:3] is the sub-list for extension extendee
-	0,  // [0:3] is the sub-list for field type_name
+	11, // 0: strom.v1.AdjustIsrRequest.incarnations:type_name -> strom.v1.AdjustIsrRequest.IncarnationsEntry
+	5,  // 1: strom.v1.CommitRemoteLogManifestRequest.segments:type_name -> strom.v1.RemoteLogSegment
+	8,  // 2: strom.v1.CommitKvSnapshotRequest.snapshots:type_name -> strom.v1.KvSnapshot
+	9,  // 3: strom.v1.KvSnapshot.files:type_name -> strom.v1.KvSnapshotFile
+	2,  // 4: strom.v1.CoordinatorInternalService.AdjustIsr:input_type -> strom.v1.AdjustIsrRequest
+	4,  // 5: strom.v1.CoordinatorInternalService.CommitRemoteLogManifest:input_type -> strom.v1.CommitRemoteLogManifestRequest
+	7,  // 6: strom.v1.CoordinatorInternalService.CommitKvSnapshot:input_type -> strom.v1.CommitKvSnapshotRequest
+	0,  // 7: strom.v1.CoordinatorInternalService.NodeStarting:input_type -> strom.v1.NodeStartingRequest
+	3,  // 8: strom.v1.CoordinatorInternalService.AdjustIsr:output_type -> strom.v1.AdjustIsrResponse
+	6,  // 9: strom.v1.CoordinatorInternalService.CommitRemoteLogManifest:output_type -> strom.v1.CommitRemoteLogManifestResponse
+	10, // 10: strom.v1.CoordinatorInternalService.CommitKvSnapshot:output_type -> strom.v1.CommitKvSnapshotResponse
+	1,  // 11: strom.v1.CoordinatorInternalService.NodeStarting:output_type -> strom.v1.NodeStartingResponse
+	8,  // [8:12] is the sub-list for method output_type
+	4,  // [4:8] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_strom_v1_coordinator_internal_proto_init() }
@@ -804,7 +823,7 @@ func file_strom_v1_coordinator_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strom_v1_coordinator_internal_proto_rawDesc), len(file_strom_v1_coordinator_internal_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

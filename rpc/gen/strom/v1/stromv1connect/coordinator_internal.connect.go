@@ -54,8 +54,9 @@ type CoordinatorInternalServiceClient interface {
 	// Kafka's AlterPartition). It is refused with FENCED_LEADER_EPOCH_EXCEPTION
 	// when leader_id or leader_epoch is not the bucket's, with
 	// INVALID_UPDATE_VERSION_EXCEPTION when bucket_epoch is not, and with
-	// INELIGIBLE_REPLICA_EXCEPTION for an ISR without the leader or with a node
-	// that is not a live replica; otherwise the coordinator writes the new ISR
+	// INELIGIBLE_REPLICA_EXCEPTION for an ISR without the leader, with a node
+	// that is not a live replica, or with a joining node whose incarnation (in
+	// incarnations) is not the one of its current registration; otherwise the coordinator writes the new ISR
 	// with the bucket epoch one higher. The leader applies it from its
 	// metadata, not from the answer.
 	AdjustIsr(context.Context, *connect.Request[v1.AdjustIsrRequest]) (*connect.Response[v1.AdjustIsrResponse], error)
@@ -152,8 +153,9 @@ type CoordinatorInternalServiceHandler interface {
 	// Kafka's AlterPartition). It is refused with FENCED_LEADER_EPOCH_EXCEPTION
 	// when leader_id or leader_epoch is not the bucket's, with
 	// INVALID_UPDATE_VERSION_EXCEPTION when bucket_epoch is not, and with
-	// INELIGIBLE_REPLICA_EXCEPTION for an ISR without the leader or with a node
-	// that is not a live replica; otherwise the coordinator writes the new ISR
+	// INELIGIBLE_REPLICA_EXCEPTION for an ISR without the leader, with a node
+	// that is not a live replica, or with a joining node whose incarnation (in
+	// incarnations) is not the one of its current registration; otherwise the coordinator writes the new ISR
 	// with the bucket epoch one higher. The leader applies it from its
 	// metadata, not from the answer.
 	AdjustIsr(context.Context, *connect.Request[v1.AdjustIsrRequest]) (*connect.Response[v1.AdjustIsrResponse], error)
