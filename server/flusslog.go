@@ -28,7 +28,15 @@ func (f flussLog) Leader(t catalog.Table, bucket int32) (*replica.Replica, error
 	return f.h.replica(t, bucket)
 }
 
+// flussAppendHook, when a test sets it, runs at the start of every
+// flussLog.AppendLog, with the bucket and its V2 batches (to hold one
+// request's append back while others go ahead).
+var flussAppendHook func(bucket int32, batches []byte)
+
 func (f flussLog) AppendLog(ctx context.Context, t catalog.Table, bucket int32, batches []byte, acks int) (log.AppendInfo, error) {
+	if flussAppendHook != nil {
+		flussAppendHook(bucket, batches)
+	}
 	return f.h.produceBucket(ctx, t, &stromv1.ProduceBucket{Bucket: bucket, Records: batches}, acks)
 }
 

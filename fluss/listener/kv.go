@@ -197,8 +197,12 @@ func (s *Server) putKv(ctx context.Context, version int16, req *flusspb.PutKvReq
 	defer cancel()
 
 	resp := &flusspb.PutKvResponse{BucketsResp: make([]*flusspb.PbPutKvRespForBucket, len(req.BucketsReq))}
+	type write struct {
+		res *flusspb.PbPutKvRespForBucket
+		br  *flusspb.PbPutKvReqForBucket
+	}
+	var writes []write
 	seen := map[int32]bool{}
-	var wg sync.WaitGroup
 	for i, br := range req.BucketsReq {
 		b := br.GetBucketId()
 		res := &flusspb.PbPutKvRespForBucket{BucketId: proto.Int32(b), PartitionId: br.PartitionId}
@@ -207,17 +211,38 @@ func (s *Server) putKv(ctx context.Context, version int16, req *flusspb.PutKvReq
 			setBucketError(&res.ErrorCode, &res.ErrorMessage, err)
 			continue
 		}
+		writes = append(writes, write{res, br})
+	}
+	// The writes start once the connection's earlier write requests have
+	// started theirs (writeTurn, as PRODUCE_LOG).
+	turn := turnOf(ctx)
+	if err := turn.wait(ctx); err != nil {
+		for _, w := range writes {
+			setBucketError(&w.res.ErrorCode, &w.res.ErrorMessage, fmt.Errorf("bucket %d: waiting for the connection's earlier writes: %w", w.br.GetBucketId(), err))
+		}
+		return resp, nil
+	}
+	var wg, started sync.WaitGroup
+	started.Add(len(writes))
+	for _, w := range writes {
 		wg.Go(func() {
-			info, err := n.PutKv(ctx, t, b, br.GetRecords(), targets, acks)
+			b := w.br.GetBucketId()
+			started.Done() // about to append
+			info, err := n.PutKv(ctx, t, b, w.br.GetRecords(), targets, acks)
+			if turn.retryOutOfOrder(ctx, err) {
+				info, err = n.PutKv(ctx, t, b, w.br.GetRecords(), targets, acks)
+			}
 			if err != nil {
-				setBucketError(&res.ErrorCode, &res.ErrorMessage, err)
+				setBucketError(&w.res.ErrorCode, &w.res.ErrorMessage, err)
 				return
 			}
 			if end := info.LastOffset + 1; end >= 0 {
-				res.LogEndOffset = proto.Int64(end)
+				w.res.LogEndOffset = proto.Int64(end)
 			}
 		})
 	}
+	started.Wait()
+	turn.enter()
 	wg.Wait()
 	return resp, nil
 }

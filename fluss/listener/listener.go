@@ -211,13 +211,15 @@ func (s *Server) accept() {
 // parsed, answering each in a goroutine of its own: at most MaxInFlight at
 // once, holding at most MaxRequestBytes of request bodies between them (a
 // request that does not fit waits, and so does the reading; one request
-// alone always fits). Responses carry their request id and are written
-// whole, one at a time, in the order they are ready, as Fluss's server
-// does; a client that pipelines gets them out of order.
+// alone always fits). Write requests (PRODUCE_LOG, PUT_KV) enter their
+// appends in arrival order (writeOrder); the rest of every request runs
+// concurrently. Responses carry their request id and are written whole,
+// one at a time, in the order they are ready, as Fluss's server does; a
+// client that pipelines gets them out of order.
 func (s *Server) serve(c net.Conn) {
 	defer s.wg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
-	cn := &conn{c: c, budget: newBudget(s.cfg.maxInFlight(), s.cfg.MaxRequestBytes)}
+	cn := &conn{c: c, budget: newBudget(s.cfg.maxInFlight(), s.cfg.MaxRequestBytes), order: newWriteOrder()}
 	defer func() {
 		cancel()
 		c.Close()
@@ -253,11 +255,16 @@ func (s *Server) serve(c net.Conn) {
 		if !cn.budget.acquire(ctx, size) {
 			return
 		}
+		var turn *writeTurn // the write requests' entry order (order.go)
+		if h.APIKey == protocol.ProduceLog || h.APIKey == protocol.PutKv {
+			turn = cn.order.take()
+		}
 		cn.reqs.Add(1)
 		go func() {
 			defer cn.reqs.Done()
 			defer cn.budget.release(size)
-			out, err := s.handle(ctx, nil, h, body)
+			defer turn.done()
+			out, err := s.handle(withTurn(ctx, turn), nil, h, body)
 			if err == nil {
 				err = cn.write(out)
 			}
@@ -273,6 +280,7 @@ func (s *Server) serve(c net.Conn) {
 type conn struct {
 	c      net.Conn
 	budget *budget
+	order  *writeOrder    // the write requests' entry order
 	reqs   sync.WaitGroup // the requests being answered
 
 	wmu sync.Mutex // held while writing one response

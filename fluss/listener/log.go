@@ -136,7 +136,10 @@ func bucketError(t catalog.Table, partition *int64, b int32, seen map[int32]bool
 // produceLog is PRODUCE_LOG: each bucket's batches, Fluss 0.9.1's V0 or V1,
 // become Strom's V2 (logbatch.ToStrom, checking each CRC) and go through the
 // node's AppendLog, the Connect API's produce path; buckets are written
-// concurrently, each answered with its base offset or its error.
+// concurrently, each answered with its base offset or its error. The
+// appends start once the connection's earlier write requests have started
+// theirs (writeTurn), so one writer's pipelined requests reach the log in
+// the order they were sent.
 func (s *Server) produceLog(ctx context.Context, _ int16, req *flusspb.ProduceLogRequest) (proto.Message, error) {
 	n := s.cfg.Log
 	acks := int(req.GetAcks())
@@ -158,46 +161,69 @@ func (s *Server) produceLog(ctx context.Context, _ int16, req *flusspb.ProduceLo
 	defer cancel()
 
 	resp := &flusspb.ProduceLogResponse{BucketsResp: make([]*flusspb.PbProduceLogRespForBucket, len(req.BucketsReq))}
+	type write struct {
+		res    *flusspb.PbProduceLogRespForBucket
+		bucket int32
+		v2     []byte
+	}
+	var writes []write
 	seen := map[int32]bool{}
-	var wg sync.WaitGroup
 	for i, br := range req.BucketsReq {
 		b := br.GetBucketId()
 		res := &flusspb.PbProduceLogRespForBucket{BucketId: proto.Int32(b), PartitionId: br.PartitionId}
 		resp.BucketsResp[i] = res
-		if err := bucketError(t, br.PartitionId, b, seen); err != nil {
+		err := bucketError(t, br.PartitionId, b, seen)
+		var v2 []byte
+		if err == nil {
+			v2, err = toStrom(b, br.GetRecords())
+		}
+		if err != nil {
 			setBucketError(&res.ErrorCode, &res.ErrorMessage, err)
 			continue
 		}
+		writes = append(writes, write{res, b, v2})
+	}
+	turn := turnOf(ctx)
+	if err := turn.wait(ctx); err != nil {
+		for _, w := range writes {
+			setBucketError(&w.res.ErrorCode, &w.res.ErrorMessage, fmt.Errorf("bucket %d: waiting for the connection's earlier writes: %w", w.bucket, err))
+		}
+		return resp, nil
+	}
+	var wg, started sync.WaitGroup
+	started.Add(len(writes))
+	for _, w := range writes {
 		wg.Go(func() {
-			base, err := produceBucket(ctx, n, t, b, br.GetRecords(), acks)
+			started.Done() // about to append
+			info, err := n.AppendLog(ctx, t, w.bucket, w.v2, acks)
+			if turn.retryOutOfOrder(ctx, err) {
+				info, err = n.AppendLog(ctx, t, w.bucket, w.v2, acks)
+			}
 			if err != nil {
-				setBucketError(&res.ErrorCode, &res.ErrorMessage, err)
+				setBucketError(&w.res.ErrorCode, &w.res.ErrorMessage, err)
 				return
 			}
-			res.BaseOffset = proto.Int64(base)
+			w.res.BaseOffset = proto.Int64(info.FirstOffset)
 		})
 	}
+	started.Wait()
+	turn.enter()
 	wg.Wait()
 	return resp, nil
 }
 
-// produceBucket converts and appends one bucket's batches and returns the
-// offset of the first record.
-func produceBucket(ctx context.Context, n LogNode, t catalog.Table, bucket int32, records []byte, acks int) (int64, error) {
+// toStrom converts one bucket's batches to Strom's V2.
+func toStrom(bucket int32, records []byte) ([]byte, error) {
 	if len(records) == 0 {
-		return 0, &record.InvalidError{Field: "records", Reason: fmt.Sprintf("bucket %d: no batches", bucket)}
+		return nil, &record.InvalidError{Field: "records", Reason: fmt.Sprintf("bucket %d: no batches", bucket)}
 	}
 	v2, err := logbatch.ToStrom(nil, records)
 	if err != nil {
 		// Fluss's server refuses a batch whose CRC does not match so
 		// (LogTablet.analyzeAndValidateRecords).
-		return 0, &Error{protocol.CorruptRecordException, fmt.Sprintf("bucket %d: %v", bucket, err)}
+		return nil, &Error{protocol.CorruptRecordException, fmt.Sprintf("bucket %d: %v", bucket, err)}
 	}
-	info, err := n.AppendLog(ctx, t, bucket, v2, acks)
-	if err != nil {
-		return 0, err
-	}
-	return info.FirstOffset, nil
+	return v2, nil
 }
 
 // followerError refuses FETCH_LOG and LIST_OFFSETS from a Fluss tablet
