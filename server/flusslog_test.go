@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"hash/crc32"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -376,5 +377,142 @@ func TestFlussUnknownBucket(t *testing.T) {
 		if code := protocol.ErrorCode(ls.GetErrorCode()); code != unknown {
 			t.Errorf("LIMIT_SCAN of table %d bucket 2: %s %q, want UNKNOWN_TABLE_OR_BUCKET_EXCEPTION", table, code, ls.GetErrorMessage())
 		}
+	}
+}
+
+// flussBatchSizes are the sizes of the 0.9.1 batches in records.
+func flussBatchSizes(records []byte) []int {
+	var sizes []int
+	for pos := 0; pos < len(records); {
+		n := int(binary.LittleEndian.Uint32(records[pos+8:])) + 12
+		sizes = append(sizes, n)
+		pos += n
+	}
+	return sizes
+}
+
+// A projected FETCH_LOG fills max_fetch_bytes with the pruned batches it
+// sends, as Fluss's server does (issue 17): one column of a table about
+// five times wider (as stored) returns every batch whose pruned bytes fit,
+// not the few whose stored bytes do (5 of 30 before), and not one more;
+// the request's max_bytes bounds it the same way. Of a table some fifty
+// times wider it reads at most projectedReadFactor (16) times the limit.
+func TestFlussProjectedFetchFillsMaxFetchBytes(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.FlussListen = freeAddr(t)
+	s := startServer(t, cfg)
+	const ddl = "id BIGINT NOT NULL, a STRING, b STRING, c STRING, d STRING, e STRING, f STRING, g STRING, h STRING"
+	schema := schemaOf(t, ddl)
+	c := dialFluss(t, cfg.FlussListen)
+	const batches, rowsEach = 80, 10
+	rnd := rand.New(rand.NewPCG(1, 2))
+	fill := func(table string, value func() string) *stromv1.TableInfo {
+		info := createTable(t, s, "fluss", table, ddl, 1)
+		for req := range batches / 10 {
+			var records []byte
+			for i := req * 10; i < req*10+10; i++ {
+				var rows []record.Row
+				for j := range rowsEach {
+					row := record.Row{int64(i*rowsEach + j)}
+					for range 8 {
+						row = append(row, value())
+					}
+					rows = append(rows, row)
+				}
+				records = append(records, v0Batch(buildBatch(t, schema, info.SchemaId, rows...))...)
+			}
+			var resp flusspb.ProduceLogResponse
+			if code := flussCall(t, c, protocol.ProduceLog, &flusspb.ProduceLogRequest{Acks: proto.Int32(-1), TableId: proto.Int64(info.TableId), TimeoutMs: proto.Int32(30000),
+				BucketsReq: []*flusspb.PbProduceLogReqForBucket{{BucketId: proto.Int32(0), Records: records}}}, &resp); code != protocol.None || resp.BucketsResp[0].ErrorCode != nil {
+				t.Fatalf("PRODUCE_LOG: %s %v", code, resp.BucketsResp)
+			}
+		}
+		return info
+	}
+	info := fill("wide", func() string { return strings.Repeat("w", 40) })
+	wider := fill("wider", func() string {
+		b := make([]byte, 100)
+		for i := range b {
+			b[i] = byte('a' + rnd.IntN(26))
+		}
+		return string(b)
+	})
+
+	fetch := func(info *stromv1.TableInfo, projected []int32, bucketMax, maxBytes int) *flusspb.PbFetchLogRespForBucket {
+		t.Helper()
+		tr := &flusspb.PbFetchLogReqForTable{TableId: proto.Int64(info.TableId), ProjectionPushdownEnabled: proto.Bool(projected != nil), ProjectedFields: projected,
+			BucketsReq: []*flusspb.PbFetchLogReqForBucket{{BucketId: proto.Int32(0), FetchOffset: proto.Int64(0), MaxFetchBytes: proto.Int32(int32(bucketMax))}}}
+		var resp flusspb.FetchLogResponse
+		if code := flussCall(t, c, protocol.FetchLog, &flusspb.FetchLogRequest{FollowerServerId: proto.Int32(-1), MaxBytes: proto.Int32(int32(maxBytes)),
+			MinBytes: proto.Int32(1), MaxWaitMs: proto.Int32(0), TablesReq: []*flusspb.PbFetchLogReqForTable{tr}}, &resp); code != protocol.None {
+			t.Fatalf("FETCH_LOG: %s", code)
+		}
+		r := resp.TablesResp[0].BucketsResp[0]
+		if r.ErrorCode != nil {
+			t.Fatalf("FETCH_LOG: %s %s", protocol.ErrorCode(r.GetErrorCode()), r.GetErrorMessage())
+		}
+		return r
+	}
+	full := flussBatchSizes(fetch(info, nil, 1<<20, 1<<20).Records)
+	pruned := flussBatchSizes(fetch(info, []int32{0}, 1<<20, 1<<20).Records)
+	if len(full) != batches || len(pruned) != batches {
+		t.Fatalf("%d batches, %d pruned; want %d", len(full), len(pruned), batches)
+	}
+	const fit = 30
+	limit, stored := pruned[fit]/2, 0 // half of batch 30: batches 0..29 fit, not 30
+	for i := range fit {
+		limit += pruned[i]
+		stored += full[i]
+	}
+	if stored > 16*limit {
+		t.Fatalf("the test's rows are too wide: %d stored bytes for %d pruned ones", stored, limit)
+	}
+	t.Logf("%d batches: %d bytes stored, %d pruned to the column", fit, stored, limit-pruned[fit]/2)
+
+	for _, tc := range []struct {
+		name                string
+		bucketMax, maxBytes int
+	}{
+		{"max_fetch_bytes", limit, 1 << 20},
+		{"max_bytes", 1 << 20, limit},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := fetch(info, []int32{0}, tc.bucketMax, tc.maxBytes)
+			got, bases := decodeFluss(t, r.Records, schema.Project([]int{0}))
+			if len(bases) != fit || len(got) != fit*rowsEach || len(r.Records) > limit {
+				t.Fatalf("%d batches, %d rows, %d bytes; want the %d batches (%d rows) whose pruned bytes fit in %d",
+					len(bases), len(got), len(r.Records), fit, fit*rowsEach, limit)
+			}
+			for i, row := range got {
+				if !row.Equal(record.Row{int64(i)}) {
+					t.Fatalf("row %d: %v", i, row)
+				}
+			}
+		})
+	}
+
+	// The wider table: the batches answered were read within 16 times the
+	// limit (the last read may end one batch past it), which holds fewer
+	// than fit pruned, but more than one read of the limit gives.
+	full = flussBatchSizes(fetch(wider, nil, 1<<20, 1<<20).Records)
+	pruned = flussBatchSizes(fetch(wider, []int32{0}, 1<<20, 1<<20).Records)
+	limit, stored = 0, 0
+	for i := range fit {
+		limit += pruned[i]
+		stored += full[i]
+	}
+	if stored <= 16*limit {
+		t.Fatalf("the wider table is not wide enough: %d stored bytes for %d pruned ones", stored, limit)
+	}
+	r := fetch(wider, []int32{0}, limit, 1<<20)
+	got := len(flussBatchSizes(r.Records))
+	read := 0
+	for i := range got - 1 {
+		read += full[i] + 4 // as stored: Strom's header is 4 bytes longer
+	}
+	t.Logf("wider: %d batches of %d answered, %d bytes", got, fit, len(r.Records))
+	if got >= fit || read > 16*limit || got*full[0] <= limit {
+		t.Fatalf("wider: %d batches answered (%d bytes read before the last), want fewer than %d read within %d, more than %d",
+			got, read, fit, 16*limit, limit/full[0])
 	}
 }

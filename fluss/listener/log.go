@@ -272,14 +272,16 @@ func (s *Server) fetchLog(ctx context.Context, _ int16, req *flusspb.FetchLogReq
 	for {
 		resp := &flusspb.FetchLogResponse{}
 		total := 0
+		raw := projectedReadFactor * maxBytes // what projected buckets may still read
 		var wake []<-chan struct{}
 		for _, ft := range tables {
 			tr := &flusspb.PbFetchLogRespForTable{TableId: proto.Int64(ft.req.GetTableId())}
 			resp.TablesResp = append(resp.TablesResp, tr)
 			for _, br := range ft.req.BucketsReq {
-				res, size, advanced := fetchBucket(n, ft, br, maxBytes-total)
+				res, size, read, advanced := fetchBucket(n, ft, br, maxBytes-total, raw)
 				tr.BucketsResp = append(tr.BucketsResp, res)
 				total += size
+				raw -= read
 				if advanced != nil {
 					wake = append(wake, advanced)
 				}
@@ -316,16 +318,19 @@ func projectedFields(t catalog.Table, fields []int32) ([]int, error) {
 	return cols, nil
 }
 
-// fetchBucket reads one bucket within budget bytes. It returns the result,
-// the bytes of records in it, and a channel that closes when the bucket has
-// more (nil on error).
-func fetchBucket(n LogNode, ft fetchTable, br *flusspb.PbFetchLogReqForBucket, budget int) (*flusspb.PbFetchLogRespForBucket, int, <-chan struct{}) {
+// fetchBucket reads one bucket within budget bytes (of what it answers;
+// with projection, of the pruned batches) and, when projected, within raw
+// bytes read from the log (at least one read of the bucket's limit). It
+// returns the result, the bytes of records in it, the bytes it read when
+// projected, and a channel that closes when the bucket has more (nil on
+// error).
+func fetchBucket(n LogNode, ft fetchTable, br *flusspb.PbFetchLogReqForBucket, budget, raw int) (*flusspb.PbFetchLogRespForBucket, int, int, <-chan struct{}) {
 	b := br.GetBucketId()
 	res := &flusspb.PbFetchLogRespForBucket{BucketId: proto.Int32(b), PartitionId: br.PartitionId}
-	fail := func(err error) (*flusspb.PbFetchLogRespForBucket, int, <-chan struct{}) {
+	fail := func(err error) (*flusspb.PbFetchLogRespForBucket, int, int, <-chan struct{}) {
 		setBucketError(&res.ErrorCode, &res.ErrorMessage, err)
 		res.Records = nil
-		return res, 0, nil
+		return res, 0, 0, nil
 	}
 	if ft.err != nil {
 		return fail(ft.err)
@@ -346,54 +351,114 @@ func fetchBucket(n LogNode, ft fetchTable, br *flusspb.PbFetchLogReqForBucket, b
 	if limit <= 0 {
 		limit = budget
 	}
-	rr, err := r.Read(offset, max(min(limit, budget), 1))
-	res.HighWatermark, res.LogStartOffset = proto.Int64(rr.HighWatermark), proto.Int64(rr.LogStartOffset)
-	if err != nil {
-		return fail(fmt.Errorf("bucket %d: %w", b, err))
-	}
-	stored := rr.Batches
-	if ft.cols != nil && len(stored) > 0 {
-		if stored, err = project(ft.t.Schema, ft.cols, stored); err != nil {
-			return fail(fmt.Errorf("bucket %d: %w", b, err))
-		}
-	}
+	want := max(min(limit, budget), 1)
 	// records is always set on success, empty when there is nothing to
 	// read, as Fluss's server sets it: the 0.9.1 client reads it without
 	// asking whether it is there (CommonRpcMessageUtils.
 	// getFetchLogResultForBucket), and the exception an unset field throws
 	// drops the whole answer, every bucket's records with it, unseen.
 	res.Records = []byte{}
-	if len(stored) > 0 {
-		if res.Records, err = logbatch.ToFluss(res.Records, stored); err != nil {
-			return fail(fmt.Errorf("bucket %d: stored batch: %w", b, err))
+	var rr replica.ReadResult
+	read := 0
+	if ft.cols != nil {
+		rr, res.Records, read, err = readProjected(res.Records, r, ft.t.Schema, ft.cols, offset, want,
+			max(min(projectedReadFactor*want, raw), want), n.FetchMaxBytes())
+	} else if rr, err = r.Read(offset, want); err == nil && len(rr.Batches) > 0 {
+		if res.Records, err = logbatch.ToFluss(res.Records, rr.Batches); err != nil {
+			err = fmt.Errorf("stored batch: %w", err)
 		}
 	}
-	return res, len(res.Records), advanced
+	res.HighWatermark, res.LogStartOffset = proto.Int64(rr.HighWatermark), proto.Int64(rr.LogStartOffset)
+	if err != nil {
+		return fail(fmt.Errorf("bucket %d: %w", b, err))
+	}
+	return res, len(res.Records), read, advanced
 }
 
-// project prunes each stored batch to cols (record.ProjectBatch: the
-// columns' buffers copied still compressed, after the batch's CRC is
-// checked). A batch that does not project ends the answer before it; when
-// it is the first, the error (a *log.CorruptRecordError naming its offsets)
-// is the bucket's.
-func project(s record.Schema, cols []int, stored []byte) ([]byte, error) {
-	var out []byte
+// projectedReadFactor bounds the log bytes a projected fetch reads to fill
+// its answer with pruned batches: at most this many times the bytes it may
+// answer, per bucket and for the request. Fluss's server fills a projected
+// fetch with pruned bytes (FileLogProjection), so a client asking for one
+// column of a wide table gets as many rows as fit in max_fetch_bytes; the
+// bound keeps one request from reading a whole log of very wide rows (a
+// 1-of-100-columns fetch fills about a sixth of its limit).
+const projectedReadFactor = 16
+
+// readProjected reads whole batches from offset and appends them to dst
+// pruned to cols, in 0.9.1's layout, until they fill want bytes (at least
+// one batch), the high watermark is reached, or rawMax bytes have been
+// read, each read at most chunkMax bytes and sized by the ratio of bytes
+// read to bytes answered so far. It returns the first read's result (its
+// offsets), dst and the bytes read. A batch that does not project ends the
+// answer before it; when it is the first, its error (a
+// *log.CorruptRecordError naming its offsets) is the bucket's. A read that
+// fails after the first ends the answer too: the next fetch starts there
+// and meets the error.
+func readProjected(dst []byte, r *replica.Replica, s record.Schema, cols []int, offset int64, want, rawMax, chunkMax int) (replica.ReadResult, []byte, int, error) {
+	first, err := r.Read(offset, want) // as much as an unprojected fetch reads
+	if err != nil || len(first.Batches) == 0 {
+		return first, dst, 0, err
+	}
+	p := projection{out: dst, start: len(dst), s: s, cols: cols, want: want}
+	read := 0
+	for data := first.Batches; ; {
+		read += len(data)
+		full, err := p.add(data)
+		if err != nil {
+			return first, dst, read, err
+		}
+		if full || len(p.out)-p.start >= want || read >= rawMax || p.next >= first.HighWatermark {
+			return first, p.out, read, nil
+		}
+		size := int(int64(want-(len(p.out)-p.start)) * int64(read) / int64(max(len(p.out)-p.start, 1)))
+		rr, err := r.Read(p.next, max(min(size, rawMax-read, chunkMax), 1))
+		if err != nil || len(rr.Batches) == 0 {
+			return first, p.out, read, nil
+		}
+		data = rr.Batches
+	}
+}
+
+// projection is the answer readProjected builds: out[start:] are the
+// pruned batches in 0.9.1's layout, next the offset after the last.
+type projection struct {
+	out     []byte
+	start   int
+	s       record.Schema
+	cols    []int
+	want    int
+	next    int64
+	scratch []byte // one pruned batch in Strom's layout
+}
+
+// add prunes each stored batch to cols (record.ProjectBatch: the columns'
+// buffers copied still compressed, after the batch's CRC is checked),
+// converts it (logbatch.ToFluss) and appends it while the answer stays
+// within want bytes (its first batch always goes in); full reports that a
+// batch did not fit. A batch that does not project ends the answer before
+// it (full); in an empty answer its error is returned.
+func (p *projection) add(stored []byte) (full bool, err error) {
 	for data := stored; len(data) > 0; {
 		b, rest, err := record.NextBatch(data)
 		if err == nil {
-			var pruned []byte
-			if pruned, _, err = record.ProjectBatch(out, b, s, cols); err == nil {
-				out, data = pruned, rest
-				continue
+			if p.scratch, _, err = record.ProjectBatch(p.scratch[:0], b, p.s, p.cols); err == nil {
+				var out []byte
+				if out, err = logbatch.ToFluss(p.out, p.scratch); err == nil {
+					if len(p.out) > p.start && len(out)-p.start > p.want {
+						return true, nil // the next fetch starts at it
+					}
+					p.out, data, p.next = out, rest, b.NextOffset()
+					continue
+				}
 			}
 			err = &log.CorruptRecordError{Offset: b.BaseOffset(), NextOffset: b.NextOffset(), Err: err}
 		}
-		if len(out) > 0 {
-			break // serve what precedes it; the next fetch starts at it
+		if len(p.out) > p.start {
+			return true, nil // serve what precedes it; the next fetch starts at it
 		}
-		return nil, err
+		return false, err
 	}
-	return out, nil
+	return false, nil
 }
 
 // waitAny waits until one of chs closes (true), or ctx ends, stop closes or
