@@ -298,6 +298,7 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 		Incarnation:              s.incarnation,
 		Incarnations:             s.incarnationOf,
 		ISR:                      coordCalls,
+		ReadBarrier:              s.meta.ReadIndex,
 		Tier:                     tier,
 		Snapshot:                 snap,
 		KVCache:                  s.kvCache,

@@ -22,14 +22,7 @@ func TestAdjustISR(t *testing.T) {
 	leader, replicas := cur.Leader, tbl.Assignment.Buckets[0]
 	follower := without(replicas, leader)
 	ctx := context.Background()
-	read := func() catalog.LeaderAndISR {
-		t.Helper()
-		_, lisr, err := catalog.New(meta).Bucket(id, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return lisr
-	}
+	read := func() catalog.LeaderAndISR { return bucketLeaderISR(t, meta, id, 0) }
 	req := func(isr ...int32) AdjustISRRequest {
 		return AdjustISRRequest{TableID: id, Bucket: 0, Leader: leader, LeaderEpoch: cur.LeaderEpoch, BucketEpoch: cur.BucketEpoch, ISR: isr}
 	}
@@ -113,14 +106,7 @@ func TestAdjustISRChecksTheJoinersRun(t *testing.T) {
 	leader, replicas := cur.Leader, tbl.Assignment.Buckets[0]
 	follower := without(replicas, leader)[0]
 	ctx := context.Background()
-	read := func() catalog.LeaderAndISR {
-		t.Helper()
-		_, lisr, err := catalog.New(meta).Bucket(id, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return lisr
-	}
+	read := func() catalog.LeaderAndISR { return bucketLeaderISR(t, meta, id, 0) }
 	adjust := func(isr []int32, incarnations map[int32]int64) error {
 		now := read()
 		_, err := c.AdjustISR(ctx, AdjustISRRequest{TableID: id, Bucket: 0, Leader: leader, LeaderEpoch: now.LeaderEpoch,
@@ -175,4 +161,14 @@ func registerRun(t *testing.T, meta *raftmeta.Node, id int32, incarnation int64)
 		t.Fatal(err)
 	}
 	return sess.ID
+}
+
+// bucketLeaderISR is a bucket's leader_isr as the metadata holds it.
+func bucketLeaderISR(t *testing.T, meta *raftmeta.Node, table int64, bucket int32) catalog.LeaderAndISR {
+	t.Helper()
+	_, lisr, err := catalog.New(meta).Bucket(table, bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lisr
 }

@@ -72,6 +72,14 @@ type Config struct {
 	// join the ISR or move the high watermark) only when it carries that
 	// incarnation. nil: every fetch counts. It must not call into replicas.
 	Incarnations func(node int32) int64
+	// ReadBarrier is a linearizable metadata read barrier
+	// (raftmeta.Node.ReadIndex): once it returns nil, the local metadata
+	// holds every write committed before it began. An acks=-1 write is
+	// acknowledged only after one, begun once the high watermark passed
+	// it, shows this node still leading with every replica of the ISR
+	// holding the write (Replica.confirmCommitted). nil: acknowledged on
+	// the high watermark alone.
+	ReadBarrier func(ctx context.Context) error
 	// Fetch configures the fetching of the buckets this node follows.
 	Fetch FetchConfig
 	// Tier configures log tiering to remote storage (tier.go); a nil
@@ -423,6 +431,9 @@ func (m *Manager) open(tb TableBucket, t catalog.Table) (*Replica, error) {
 func (m *Manager) newHosted(tb TableBucket, lt *log.Tablet, kt *kv.Tablet, lg *slog.Logger) *Replica {
 	r := newReplica(tb, m.cfg.NodeID, lt, kt, lg, &m.changed)
 	r.minISR, r.isrWake, r.incarnations = m.cfg.MinInSyncReplicas, m.isrWake, m.cfg.Incarnations
+	if m.cfg.ReadBarrier != nil {
+		r.confirm = m.leaderISRConfirmed
+	}
 	if m.cfg.Tier.Store != nil {
 		r.remote = m
 	}
@@ -430,6 +441,16 @@ func (m *Manager) newHosted(tb TableBucket, lt *log.Tablet, kt *kv.Tablet, lg *s
 		r.snapshots = m
 	}
 	return r
+}
+
+// leaderISRConfirmed is tb's leader_isr as the metadata quorum holds it:
+// read from the local metadata after Config.ReadBarrier, begun after the
+// call, so that it holds every leader_isr committed before the call.
+func (m *Manager) leaderISRConfirmed(ctx context.Context, tb TableBucket) (catalog.LeaderAndISR, error) {
+	if err := m.cfg.ReadBarrier(ctx); err != nil {
+		return catalog.LeaderAndISR{}, err
+	}
+	return m.cat.LeaderISR(tb.TableID, tb.Bucket)
 }
 
 // Replica returns the hosted replica of a bucket, or ErrUnknownBucket

@@ -75,7 +75,7 @@ func runManager(t testing.TB, meta *raftmeta.Node, dir string, opts ...func(*Con
 	t.Helper()
 	lc := log.DefaultConfig()
 	lc.NoSync = true
-	cfg := Config{NodeID: 1, Dir: dir, Log: lc, RetentionInterval: time.Hour, CheckpointInterval: time.Hour, WriterExpirationInterval: time.Hour, Logger: metatest.Logger(t)}
+	cfg := Config{NodeID: 1, Dir: dir, Log: lc, RetentionInterval: time.Hour, CheckpointInterval: time.Hour, WriterExpirationInterval: time.Hour, ReadBarrier: meta.ReadIndex, Logger: metatest.Logger(t)}
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -176,6 +176,10 @@ type Replica struct {
 	// snapshots is the manager when KV snapshots are on (nil: off): a
 	// follower behind its leader's log start restores one (restore.go).
 	snapshots *Manager
+	// confirm is the manager's (Config.ReadBarrier set): the bucket's
+	// leader_isr as the metadata quorum holds it, read after a barrier
+	// begun after the call (confirmCommitted). nil: no check.
+	confirm func(ctx context.Context, tb TableBucket) (catalog.LeaderAndISR, error)
 	// changed is the manager's: notified whenever the replica appends, its
 	// high watermark moves or its role changes, for long-polling fetches.
 	changed *broadcast
@@ -387,7 +391,9 @@ func (r *Replica) PutKv(ctx context.Context, batch record.KvBatch, targetColumns
 // An acks=-1 write with fewer in-sync replicas than minISR fails at once,
 // unappended, with ErrNotEnoughReplicas.
 func (r *Replica) write(ctx context.Context, acks int, appendFn func(epoch int32) (log.AppendInfo, error)) (log.AppendInfo, error) {
-	info, err := r.appendInOrder(ctx, func(epoch int32) (log.AppendInfo, error) {
+	var epoch int32
+	info, err := r.appendInOrder(ctx, func(e int32) (log.AppendInfo, error) {
+		epoch = e
 		if acks == -1 {
 			if err := r.checkMinISRLocked(); err != nil {
 				return log.AppendInfo{}, err
@@ -418,7 +424,7 @@ func (r *Replica) write(ctx context.Context, acks int, appendFn func(epoch int32
 			// NOT_ENOUGH_REPLICAS_AFTER_APPEND: the writer sends it again.
 			return info, fmt.Errorf("%w (after the append)", belowMin)
 		case hw > info.LastOffset:
-			return info, nil
+			return info, r.confirmCommitted(ctx, epoch, info.LastOffset)
 		case closed:
 			return info, ErrClosed
 		case notLeader != nil:
@@ -432,6 +438,64 @@ func (r *Replica) write(ctx context.Context, acks int, appendFn func(epoch int32
 			return info, fmt.Errorf("bucket %s: %w: the high watermark did not reach offset %d: %w", r.tb, ErrNotEnoughReplicas, info.LastOffset, ctx.Err())
 		}
 	}
+}
+
+// confirmTimeout bounds confirmCommitted's metadata read barrier: a node
+// cut off from the metadata quorum cannot complete one, and the write is
+// then answered ErrNotLeader (retriable; the writer sends it again, which
+// the idempotent writer state makes a duplicate if it was kept).
+const confirmTimeout = 2 * time.Second
+
+// confirmCommitted is the last step of an acks=-1 write whose batch the high
+// watermark passed at leader epoch epoch, ending at offset last: after a
+// metadata read barrier begun now (r.confirm), the metadata must still name
+// this node leader at epoch, and every member of the bucket's ISR as the
+// metadata holds it must have fetched past last in this leadership. Only
+// then is the write acknowledged. The high watermark counts the ISR as
+// this replica knows it; a leader whose metadata lags (cut off from the
+// metadata quorum, or its Raft follower backed off after a partition) may
+// have been deposed, and the ISR the coordinator elects from may name a
+// replica the high watermark did not count. Either way the write is
+// answered ErrNotLeader or ErrNotEnoughReplicas (both retriable), not OK:
+// robustness seed 2615 lost acknowledged writes of a leader whose metadata
+// stayed 5 s behind after a partition (tablet/replica/DESIGN.md, "Acks on
+// a deposed leader"). nil r.confirm (tests of this package): no check.
+func (r *Replica) confirmCommitted(ctx context.Context, epoch int32, last int64) error {
+	if r.confirm == nil {
+		return nil
+	}
+	bctx, cancel := context.WithTimeout(ctx, confirmTimeout)
+	lisr, err := r.confirm(bctx, r.tb)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("bucket %s: %w (the write is not acknowledged: this node could not confirm with the metadata quorum that it still leads the bucket: %v)",
+			r.tb, ErrNotLeader, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if lisr.Leader != r.nodeID || lisr.LeaderEpoch != epoch {
+		return fmt.Errorf("bucket %s: %w (the write is not acknowledged: the metadata names leader %d at epoch %d, this node appended it at epoch %d)",
+			r.tb, ErrNotLeader, lisr.Leader, lisr.LeaderEpoch, epoch)
+	}
+	for _, id := range lisr.ISR {
+		if id == r.nodeID {
+			continue
+		}
+		f, ok := r.mu.followers[id]
+		if ok && r.currentLocked(id, f) && f.LogEnd > last {
+			continue
+		}
+		held := "has not fetched in this leadership (or run)"
+		if ok && r.currentLocked(id, f) {
+			held = fmt.Sprintf("holds the log only below %d", f.LogEnd)
+		}
+		r.lg.Warn("an acks=-1 write passed by the high watermark is not held by every replica of the metadata's ISR; not acknowledged",
+			"offset", last, "metadata_isr", lisr.ISR, "bucket_epoch", lisr.BucketEpoch,
+			"isr", r.mu.isr, "local_bucket_epoch", r.mu.bucketEpoch, "node", id, "which", held)
+		return fmt.Errorf("bucket %s: %w: the write is not acknowledged: node %d, in the ISR %v, %s, not offset %d",
+			r.tb, ErrNotEnoughReplicas, id, lisr.ISR, held, last)
+	}
+	return nil
 }
 
 // appendInOrder runs an append as the leader, under the replica lock so
