@@ -605,6 +605,7 @@ func (r *Raft) startStopReplication() {
 				lastContact:         time.Now(),
 				notify:              make(map[*verifyFuture]struct{}),
 				notifyCh:            make(chan struct{}, 1),
+				resumeCh:            make(chan struct{}, 1),
 				stepDown:            r.leaderState.stepDown,
 			}
 

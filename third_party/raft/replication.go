@@ -77,6 +77,11 @@ type followerReplication struct {
 	// used to apply backoff.
 	failures uint64
 
+	// resumeCh is notified by the heartbeat goroutine when a heartbeat gets
+	// through after failures. strom: replicateTo's failure backoff ends on it,
+	// so the entries follow as soon as the peer answers again.
+	resumeCh chan struct{}
+
 	// notifyCh is notified to send out a heartbeat, which is used to check that
 	// this server is still leader.
 	notifyCh chan struct{}
@@ -207,10 +212,16 @@ func (r *Raft) replicateTo(s *followerReplication, lastIndex uint64) (shouldStop
 	var peer Server
 
 START:
-	// Prevent an excessive retry rate on errors
+	// Prevent an excessive retry rate on errors. strom: capped at half the
+	// heartbeat timeout, as the heartbeat's backoff is, and cut short when a
+	// heartbeat gets through again (resumeCh). Upstream the backoff grew to
+	// 10 ms * 2^10, about 10 s: a follower back from a partition answered the
+	// heartbeats at once but got no entries for seconds, and acted on stale
+	// metadata meanwhile.
 	if s.failures > 0 {
 		select {
-		case <-time.After(backoff(failureWait, s.failures, maxFailureScale)):
+		case <-time.After(cappedExponentialBackoff(failureWait, s.failures, maxFailureScale, r.config().HeartbeatTimeout/2)):
+		case <-s.resumeCh:
 		case <-r.shutdownCh:
 		}
 	}
@@ -423,6 +434,8 @@ func (r *Raft) heartbeat(s *followerReplication, stopCh chan struct{}) {
 		} else {
 			if failures > 0 {
 				r.observe(ResumedHeartbeatObservation{PeerID: peer.ID})
+				// strom: the peer answers again: end replicateTo's backoff.
+				asyncNotifyCh(s.resumeCh)
 			}
 			s.setLastContact()
 			failures = 0
