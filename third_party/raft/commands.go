@@ -42,6 +42,11 @@ type AppendEntriesRequest struct {
 
 	// Commit index on the leader
 	LeaderCommitIndex uint64
+
+	// notifyMark is the leader's followerReplication.notifyMark when the
+	// request was set up, for the votes of its reply (strom: a pipelined
+	// reply comes back with its request). Unexported: not on the wire.
+	notifyMark uint64
 }
 
 // GetRPCHeader - See WithRPCHeader.

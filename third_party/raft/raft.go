@@ -603,7 +603,7 @@ func (r *Raft) startStopReplication() {
 				currentTerm:         r.getCurrentTerm(),
 				nextIndex:           lastIdx + 1,
 				lastContact:         time.Now(),
-				notify:              make(map[*verifyFuture]struct{}),
+				notify:              make(map[*verifyFuture]uint64),
 				notifyCh:            make(chan struct{}, 1),
 				resumeCh:            make(chan struct{}, 1),
 				stepDown:            r.leaderState.stepDown,
@@ -998,9 +998,7 @@ func (r *Raft) verifyLeader(v *verifyFuture) {
 		if !ok {
 			continue
 		}
-		repl.notifyLock.Lock()
-		repl.notify[v] = struct{}{}
-		repl.notifyLock.Unlock()
+		repl.register(v)
 		asyncNotifyCh(repl.notifyCh)
 	}
 }

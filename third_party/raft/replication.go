@@ -6,6 +6,7 @@ package raft
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,9 +87,13 @@ type followerReplication struct {
 	// this server is still leader.
 	notifyCh chan struct{}
 	// notify is a map of futures to be resolved upon receipt of an
-	// acknowledgement, then cleared from this map.
-	notify map[*verifyFuture]struct{}
-	// notifyLock protects 'notify'.
+	// acknowledgement, then cleared from this map. strom: each with its
+	// registration's number (notifySeq then), so that only the replies to
+	// RPCs sent after it count for it (see notifyMark).
+	notify map[*verifyFuture]uint64
+	// notifySeq numbers the registrations in notify.
+	notifySeq uint64
+	// notifyLock protects 'notify' and 'notifySeq'.
 	notifyLock sync.Mutex
 
 	// stepDown is used to indicate to the leader that we
@@ -101,16 +106,51 @@ type followerReplication struct {
 }
 
 // notifyAll is used to notify all the waiting verify futures
-// if the follower believes we are still the leader.
+// if the follower believes we are still the leader. strom: only for a reply
+// that reveals a newer term (leader false), which fails every verification
+// whenever its RPC was sent; a reply that votes uses notifySent.
 func (s *followerReplication) notifyAll(leader bool) {
-	// Clear the waiting notifies minimizing lock time
+	s.notifySent(math.MaxUint64, leader)
+}
+
+// register adds v to the verifications waiting for this follower's vote.
+func (s *followerReplication) register(v *verifyFuture) {
 	s.notifyLock.Lock()
-	n := s.notify
-	s.notify = make(map[*verifyFuture]struct{})
+	s.notifySeq++
+	s.notify[v] = s.notifySeq
+	s.notifyLock.Unlock()
+}
+
+// notifyMark is taken when an RPC to the follower is sent, and passed to
+// notifySent with its reply.
+//
+// strom: a reply votes only for the verifications registered before its RPC
+// was sent. Upstream every reply voted for every waiting verification, so a
+// reply to a heartbeat sent before a VerifyLeader, arriving after it, confirmed
+// a leader that the follower may have left since (by the time the reply
+// arrived, the others could have elected a new leader).
+func (s *followerReplication) notifyMark() uint64 {
+	s.notifyLock.Lock()
+	defer s.notifyLock.Unlock()
+	return s.notifySeq
+}
+
+// notifySent votes in the verifications registered at or before mark, the
+// notifyMark taken when the RPC whose reply this is was sent, and removes
+// them; later ones keep waiting for the reply to a later RPC.
+func (s *followerReplication) notifySent(mark uint64, leader bool) {
+	var votes []*verifyFuture
+	s.notifyLock.Lock()
+	for v, seq := range s.notify {
+		if seq <= mark {
+			votes = append(votes, v)
+			delete(s.notify, v)
+		}
+	}
 	s.notifyLock.Unlock()
 
 	// Submit our votes
-	for v := range n {
+	for _, v := range votes {
 		v.vote(leader)
 	}
 }
@@ -353,6 +393,7 @@ func (r *Raft) sendLatestSnapshot(s *followerReplication) (bool, error) {
 	// Make the call
 	start := time.Now()
 	var resp InstallSnapshotResponse
+	mark := s.notifyMark()
 	if err := r.trans.InstallSnapshot(peer.ID, peer.Address, &req, &resp, snapshot); err != nil {
 		r.logger.Error("failed to install snapshot", "peer", peer.ID, "id", snapID, "error", err)
 		s.failures++
@@ -385,7 +426,7 @@ func (r *Raft) sendLatestSnapshot(s *followerReplication) (bool, error) {
 		s.failures = 0
 
 		// Notify we are still leader
-		s.notifyAll(true)
+		s.notifySent(mark, true)
 	} else {
 		s.failures++
 		r.logger.Warn("installSnapshot rejected to", "peer", peer.ID, "id", snapID)
@@ -420,6 +461,7 @@ func (r *Raft) heartbeat(s *followerReplication, stopCh chan struct{}) {
 		s.peerLock.RUnlock()
 
 		start := time.Now()
+		mark := s.notifyMark()
 		if err := r.trans.AppendEntries(peer.ID, peer.Address, &req, &resp); err != nil {
 			nextBackoffTime := cappedExponentialBackoff(failureWait, failures, maxFailureScale, r.config().HeartbeatTimeout/2)
 			r.logger.Error("failed to heartbeat to", "peer", peer.Address, "backoff time",
@@ -447,7 +489,7 @@ func (r *Raft) heartbeat(s *followerReplication, stopCh chan struct{}) {
 				metrics.MeasureSince([]string{"raft", "replication", "heartbeat", string(peer.ID)}, start)
 			}
 
-			s.notifyAll(resp.Success)
+			s.notifySent(mark, resp.Success)
 		}
 	}
 }
@@ -591,6 +633,7 @@ func (r *Raft) setupAppendEntries(s *followerReplication, req *AppendEntriesRequ
 	// this is needed for retro compatibility, before RPCHeader.Addr was added
 	req.Leader = r.trans.EncodePeer(r.localID, r.localAddr)
 	req.LeaderCommitIndex = r.getCommitIndex()
+	req.notifyMark = s.notifyMark() // strom: see followerReplication.notifyMark
 	if err := r.setPreviousLog(req, nextIndex); err != nil {
 		return err
 	}
@@ -679,5 +722,5 @@ func updateLastAppended(s *followerReplication, req *AppendEntriesRequest) {
 	}
 
 	// Notify still leader
-	s.notifyAll(true)
+	s.notifySent(req.notifyMark, true)
 }
