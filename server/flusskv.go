@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 
 	"strom/fluss/listener"
 	"strom/raftmeta/catalog"
@@ -20,8 +21,23 @@ var _ listener.KVNode = flussKV{}
 
 func (f flussKV) TableByID(id int64) (catalog.Table, error) { return f.h.s.tables.getByID(id) }
 
-func (f flussKV) PutKv(ctx context.Context, t catalog.Table, bucket int32, batch []byte, targets []int, acks int) (log.AppendInfo, error) {
-	return f.h.putKvBucket(ctx, t, bucket, batch, targets, acks)
+// PutKv is putKvBucket in its steps: the checks, the write once inTurn
+// returns, and the acks wait in the returned Pending.
+func (f flussKV) PutKv(ctx context.Context, t catalog.Table, bucket int32, batch []byte, targets []int, acks int, inTurn func(context.Context) error) (listener.Pending, error) {
+	r, b, err := f.h.checkPutKv(t, bucket, batch)
+	if err != nil {
+		return nil, err
+	}
+	if err := inTurn(ctx); err != nil {
+		return nil, fmt.Errorf("bucket %d: %w", bucket, err)
+	}
+	p, err := r.PutKvThen(ctx, b, targets, acks)
+	if err != nil {
+		return nil, fmt.Errorf("bucket %d: %w", bucket, err)
+	}
+	return pendingFunc(func(ctx context.Context) (log.AppendInfo, error) {
+		return f.h.waitPutKv(ctx, r, p, bucket, b)
+	}), nil
 }
 
 func (f flussKV) Lookup(ctx context.Context, t catalog.Table, bucket int32, keys [][]byte, budget *int) ([][]byte, error) {

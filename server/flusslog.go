@@ -28,17 +28,43 @@ func (f flussLog) Leader(t catalog.Table, bucket int32) (*replica.Replica, error
 	return f.h.replica(t, bucket)
 }
 
-// flussAppendHook, when a test sets it, runs at the start of every
-// flussLog.AppendLog, with the bucket and its V2 batches (to hold one
-// request's append back while others go ahead).
-var flussAppendHook func(bucket int32, batches []byte)
+// flussCheckedHook and flussAppendingHook, when a test sets them, run in
+// every flussLog.AppendLog with the bucket and its V2 batches: the first
+// once the batches are checked (before the connection's turn), the second
+// right before the append (in turn), to hold one request's checks back
+// while others go ahead and to see the order of the appends.
+var flussCheckedHook, flussAppendingHook func(bucket int32, batches []byte)
 
-func (f flussLog) AppendLog(ctx context.Context, t catalog.Table, bucket int32, batches []byte, acks int) (log.AppendInfo, error) {
-	if flussAppendHook != nil {
-		flussAppendHook(bucket, batches)
+// AppendLog is produceBucket in its steps: the checks (concurrent with
+// the connection's other requests), the append once inTurn returns, and
+// the acks wait in the returned Pending.
+func (f flussLog) AppendLog(ctx context.Context, t catalog.Table, bucket int32, batches []byte, acks int, inTurn func(context.Context) error) (listener.Pending, error) {
+	r, v, err := f.h.checkProduce(t, &stromv1.ProduceBucket{Bucket: bucket, Records: batches})
+	if err != nil {
+		return nil, err
 	}
-	return f.h.produceBucket(ctx, t, &stromv1.ProduceBucket{Bucket: bucket, Records: batches}, acks)
+	if flussCheckedHook != nil {
+		flussCheckedHook(bucket, batches)
+	}
+	if err := inTurn(ctx); err != nil {
+		return nil, fmt.Errorf("bucket %d: %w", bucket, err)
+	}
+	if flussAppendingHook != nil {
+		flussAppendingHook(bucket, batches)
+	}
+	p, err := r.AppendThen(ctx, v, acks)
+	if err != nil {
+		return nil, err
+	}
+	return pendingFunc(func(ctx context.Context) (log.AppendInfo, error) {
+		return f.h.waitProduce(ctx, r, p, len(batches))
+	}), nil
 }
+
+// pendingFunc is a listener.Pending of a function.
+type pendingFunc func(ctx context.Context) (log.AppendInfo, error)
+
+func (p pendingFunc) Wait(ctx context.Context) (log.AppendInfo, error) { return p(ctx) }
 
 func (f flussLog) Offset(t catalog.Table, bucket int32, spec listener.OffsetSpec, ts int64) (int64, error) {
 	r, err := f.h.replica(t, bucket)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -14,13 +15,17 @@ import (
 )
 
 // One writer's PRODUCE_LOG requests of a bucket, pipelined on one
-// connection with their batch sequences in order, all succeed with dense
-// offsets in sequence order, even when the first request's append is held
-// back until every later one has reached the append (flussAppendHook): the
-// adversarial schedule of a loaded machine, made certain. The Fluss 0.9.1
-// Java client does not retry OUT_OF_ORDER_SEQUENCE, so one refusal fails
-// its write. Without the listener's write ordering (fluss/listener
-// order.go) the requests 5 and more sequences ahead are refused at once.
+// connection with their batch sequences in order, are appended strictly in
+// sequence order, one after the other, and all succeed with dense offsets
+// in sequence order, even when the first request's checks in the node
+// (validation, before the append) are held back until every later one has
+// passed its own (flussCheckedHook): the adversarial schedule of a loaded
+// machine, made certain. The Fluss 0.9.1 Java client does not retry
+// OUT_OF_ORDER_SEQUENCE, so one refusal fails its write. Before the
+// listener released a request's turn once its appends were done
+// (fluss/listener order.go), the later requests reached the append first
+// (then the replica's wait for early batches and the listener's retry put
+// them in order, or refused them).
 func TestFlussPipelinedProduceInOrder(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.FlussListen = freeAddr(t)
@@ -36,26 +41,32 @@ func TestFlussPipelinedProduceInOrder(t *testing.T) {
 
 	const requests, rowsEach = 20, 3
 	var mu sync.Mutex
-	others := map[int32]bool{} // the later sequences that reached the append
-	reached := make(chan struct{})
-	flussAppendHook = func(_ int32, batches []byte) {
+	checked := map[int32]bool{} // the later sequences past their checks
+	passed := make(chan struct{})
+	var appends []int32 // the sequences in the order of their appends
+	flussCheckedHook = func(_ int32, batches []byte) {
 		seq := record.Batch(batches).BatchSequence()
 		mu.Lock()
-		if seq != 0 && !others[seq] {
-			if others[seq] = true; len(others) == requests-1 {
-				close(reached)
+		if seq != 0 && !checked[seq] {
+			if checked[seq] = true; len(checked) == requests-1 {
+				close(passed)
 			}
 		}
 		mu.Unlock()
 		if seq == 0 {
 			select {
-			case <-reached:
+			case <-passed:
 			case <-time.After(30 * time.Second): // not expected; the test fails on the answers then
-				t.Error("the later requests did not all reach the append")
+				t.Error("the later requests did not all pass their checks")
 			}
 		}
 	}
-	t.Cleanup(func() { flussAppendHook = nil })
+	flussAppendingHook = func(_ int32, batches []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		appends = append(appends, record.Batch(batches).BatchSequence())
+	}
+	t.Cleanup(func() { flussCheckedHook, flussAppendingHook = nil, nil })
 
 	var out []byte
 	for i := range requests {
@@ -95,5 +106,14 @@ func TestFlussPipelinedProduceInOrder(t *testing.T) {
 			t.Errorf("request %d (sequence %d): %s %s, base offset %d; want base offset %d",
 				resp.RequestID, i, protocol.ErrorCode(br.GetErrorCode()), br.GetErrorMessage(), br.GetBaseOffset(), i*rowsEach)
 		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var want []int32
+	for i := range requests {
+		want = append(want, int32(i))
+	}
+	if !slices.Equal(appends, want) {
+		t.Errorf("appends of sequences %v, want %v (the order sent, each once)", appends, want)
 	}
 }

@@ -112,17 +112,38 @@ func (h *tabletHandler) PutKv(ctx context.Context, req *connect.Request[stromv1.
 // framing checked here, schema id, writer id and sequence by the replica)
 // with the sorted target column indexes (nil: whole rows) as this node
 // leads the bucket, waiting for acks. The Connect API's PutKv and the Fluss
-// listener's PUT_KV both write through it.
+// listener's PUT_KV both write through it (the listener in its steps:
+// checkPutKv, Replica.PutKvThen, waitPutKv).
 func (h *tabletHandler) putKvBucket(ctx context.Context, t catalog.Table, bucket int32, records []byte, targets []int, acks int) (log.AppendInfo, error) {
-	r, err := h.replica(t, bucket)
+	r, b, err := h.checkPutKv(t, bucket, records)
 	if err != nil {
 		return log.AppendInfo{}, err
 	}
-	b := record.KvBatch(records)
-	if err := b.Validate(); err != nil {
+	p, err := r.PutKvThen(ctx, b, targets, acks)
+	if err != nil {
 		return log.AppendInfo{}, fmt.Errorf("bucket %d: %w", bucket, err)
 	}
-	info, err := r.PutKv(ctx, b, targets, acks)
+	return h.waitPutKv(ctx, r, p, bucket, b)
+}
+
+// checkPutKv is putKvBucket's validation: the bucket's replica as this node
+// leads it, and the batch's framing.
+func (h *tabletHandler) checkPutKv(t catalog.Table, bucket int32, records []byte) (*replica.Replica, record.KvBatch, error) {
+	r, err := h.replica(t, bucket)
+	if err != nil {
+		return nil, nil, err
+	}
+	b := record.KvBatch(records)
+	if err := b.Validate(); err != nil {
+		return nil, nil, fmt.Errorf("bucket %d: %w", bucket, err)
+	}
+	return r, b, nil
+}
+
+// waitPutKv waits for an appended KV batch's acks and counts its rows and
+// bytes once acknowledged.
+func (h *tabletHandler) waitPutKv(ctx context.Context, r *replica.Replica, p replica.Pending, bucket int32, b record.KvBatch) (log.AppendInfo, error) {
+	info, err := p.Wait(ctx)
 	if err != nil {
 		return log.AppendInfo{}, fmt.Errorf("bucket %d: %w", bucket, err)
 	}

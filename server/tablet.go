@@ -190,33 +190,54 @@ func writeTimeout(ms int32) time.Duration {
 // metadata, or decompressing and decoding with log.validation.full), and
 // appends them.
 func (h *tabletHandler) produceBucket(ctx context.Context, t catalog.Table, pb *stromv1.ProduceBucket, acks int) (log.AppendInfo, error) {
-	r, err := h.replica(t, pb.Bucket)
+	r, v, err := h.checkProduce(t, pb)
 	if err != nil {
 		return log.AppendInfo{}, err
 	}
+	p, err := r.AppendThen(ctx, v, acks)
+	if err != nil {
+		return p.Info(), err
+	}
+	return h.waitProduce(ctx, r, p, len(pb.Records))
+}
+
+// checkProduce is produceBucket's validation: the bucket's replica as this
+// node leads it, and its batches checked for the append (Replica.Validate).
+func (h *tabletHandler) checkProduce(t catalog.Table, pb *stromv1.ProduceBucket) (*replica.Replica, log.ValidBatches, error) {
+	r, err := h.replica(t, pb.Bucket)
+	if err != nil {
+		return nil, log.ValidBatches{}, err
+	}
 	if len(pb.Records) == 0 {
-		return log.AppendInfo{}, &record.InvalidError{Field: "records", Reason: fmt.Sprintf("bucket %d: no batches", pb.Bucket)}
+		return nil, log.ValidBatches{}, &record.InvalidError{Field: "records", Reason: fmt.Sprintf("bucket %d: no batches", pb.Bucket)}
 	}
 	for rest, i := pb.Records, 0; len(rest) > 0; i++ {
 		var b record.Batch
 		b, rest, err = record.NextBatch(rest)
 		if err != nil {
-			return log.AppendInfo{}, fmt.Errorf("bucket %d batch %d: %w", pb.Bucket, i, err)
+			return nil, log.ValidBatches{}, fmt.Errorf("bucket %d batch %d: %w", pb.Bucket, i, err)
 		}
 		if b.Magic() != record.CurrentMagic {
-			return log.AppendInfo{}, fmt.Errorf("bucket %d batch %d: %w: magic %d; Strom takes V2 batches (magic 2)", pb.Bucket, i, record.ErrCorruptBatch, b.Magic())
+			return nil, log.ValidBatches{}, fmt.Errorf("bucket %d batch %d: %w: magic %d; Strom takes V2 batches (magic 2)", pb.Bucket, i, record.ErrCorruptBatch, b.Magic())
 		}
 		if int32(b.SchemaID()) != t.SchemaID {
-			return log.AppendInfo{}, fmt.Errorf("bucket %d batch %d: %w: schema id %d, the table's schema is %d", pb.Bucket, i, catalog.ErrSchemaNotExist, b.SchemaID(), t.SchemaID)
+			return nil, log.ValidBatches{}, fmt.Errorf("bucket %d batch %d: %w: schema id %d, the table's schema is %d", pb.Bucket, i, catalog.ErrSchemaNotExist, b.SchemaID(), t.SchemaID)
 		}
-		// The log checks the CRC on append.
+		// The log checks the CRC (Validate).
 		if err := record.CheckArrowBatch(b, t.Schema, h.s.cfg.LogValidationFull); err != nil {
-			return log.AppendInfo{}, fmt.Errorf("bucket %d batch %d: %w", pb.Bucket, i, err)
+			return nil, log.ValidBatches{}, fmt.Errorf("bucket %d batch %d: %w", pb.Bucket, i, err)
 		}
 	}
-	info, err := r.Append(ctx, pb.Records, acks)
+	v, err := r.Validate(pb.Records)
+	return r, v, err
+}
+
+// waitProduce waits for an appended produce's acks and counts its rows and
+// bytes (n) once acknowledged.
+func (h *tabletHandler) waitProduce(ctx context.Context, r *replica.Replica, p replica.Pending, n int) (log.AppendInfo, error) {
+	info, err := p.Wait(ctx)
 	if err == nil && !info.Duplicate {
-		h.s.countIn(r, int(info.LastOffset-info.FirstOffset+1), len(pb.Records))
+		h.s.countIn(r, int(info.LastOffset-info.FirstOffset+1), n)
 	}
 	return info, err
 }

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -33,7 +32,10 @@ type KVNode interface {
 	// API's PutKv does: magic, CRC and framing (record.ErrCorruptBatch),
 	// schema id, the idempotent writer's sequence, targets (sorted column
 	// indexes of a partial update; nil: whole rows), then acks (-1, 0, 1).
-	PutKv(ctx context.Context, t catalog.Table, bucket int32, batch []byte, targets []int, acks int) (log.AppendInfo, error)
+	// It calls inTurn after its checks and before the write (its error
+	// fails the write, unwritten) and returns once the changelog batch is
+	// in the log (or refused); the acknowledgement is the Pending's Wait.
+	PutKv(ctx context.Context, t catalog.Table, bucket int32, batch []byte, targets []int, acks int, inTurn func(context.Context) error) (Pending, error)
 	// Lookup returns the KV value (schema id int16 LE + compacted row) of
 	// each key (a compacted primary key) in a bucket this node leads, nil
 	// for an absent key, the values of one request sharing *budget bytes
@@ -213,37 +215,21 @@ func (s *Server) putKv(ctx context.Context, version int16, req *flusspb.PutKvReq
 		}
 		writes = append(writes, write{res, br})
 	}
-	// The writes start once the connection's earlier write requests have
-	// started theirs (writeTurn, as PRODUCE_LOG).
-	turn := turnOf(ctx)
-	if err := turn.wait(ctx); err != nil {
-		for _, w := range writes {
-			setBucketError(&w.res.ErrorCode, &w.res.ErrorMessage, fmt.Errorf("bucket %d: waiting for the connection's earlier writes: %w", w.br.GetBucketId(), err))
+	// The writes are appended once the connection's earlier write
+	// requests have done theirs (writeTurn.write, as PRODUCE_LOG).
+	turnOf(ctx).write(ctx, len(writes), func(i int, inTurn func(context.Context) error) (Pending, error) {
+		w := writes[i]
+		return n.PutKv(ctx, t, w.br.GetBucketId(), w.br.GetRecords(), targets, acks, inTurn)
+	}, func(i int, info log.AppendInfo, err error) {
+		w := writes[i]
+		if err != nil {
+			setBucketError(&w.res.ErrorCode, &w.res.ErrorMessage, err)
+			return
 		}
-		return resp, nil
-	}
-	var wg, started sync.WaitGroup
-	started.Add(len(writes))
-	for _, w := range writes {
-		wg.Go(func() {
-			b := w.br.GetBucketId()
-			started.Done() // about to append
-			info, err := n.PutKv(ctx, t, b, w.br.GetRecords(), targets, acks)
-			if turn.retryOutOfOrder(ctx, err) {
-				info, err = n.PutKv(ctx, t, b, w.br.GetRecords(), targets, acks)
-			}
-			if err != nil {
-				setBucketError(&w.res.ErrorCode, &w.res.ErrorMessage, err)
-				return
-			}
-			if end := info.LastOffset + 1; end >= 0 {
-				w.res.LogEndOffset = proto.Int64(end)
-			}
-		})
-	}
-	started.Wait()
-	turn.enter()
-	wg.Wait()
+		if end := info.LastOffset + 1; end >= 0 {
+			w.res.LogEndOffset = proto.Int64(end)
+		}
+	})
 	return resp, nil
 }
 

@@ -211,8 +211,8 @@ func (s *Server) accept() {
 // parsed, answering each in a goroutine of its own: at most MaxInFlight at
 // once, holding at most MaxRequestBytes of request bodies between them (a
 // request that does not fit waits, and so does the reading; one request
-// alone always fits). Write requests (PRODUCE_LOG, PUT_KV) enter their
-// appends in arrival order (writeOrder); the rest of every request runs
+// alone always fits). Write requests (PRODUCE_LOG, PUT_KV) are appended
+// in arrival order (writeOrder); the rest of every request runs
 // concurrently. Responses carry their request id and are written whole,
 // one at a time, in the order they are ready, as Fluss's server does; a
 // client that pipelines gets them out of order.
@@ -255,7 +255,7 @@ func (s *Server) serve(c net.Conn) {
 		if !cn.budget.acquire(ctx, size) {
 			return
 		}
-		var turn *writeTurn // the write requests' entry order (order.go)
+		var turn *writeTurn // the write requests' append order (order.go)
 		if h.APIKey == protocol.ProduceLog || h.APIKey == protocol.PutKv {
 			turn = cn.order.take()
 		}
@@ -280,7 +280,7 @@ func (s *Server) serve(c net.Conn) {
 type conn struct {
 	c      net.Conn
 	budget *budget
-	order  *writeOrder    // the write requests' entry order
+	order  *writeOrder    // the write requests' append order
 	reqs   sync.WaitGroup // the requests being answered
 
 	wmu sync.Mutex // held while writing one response

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"reflect"
-	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -30,8 +29,11 @@ type LogNode interface {
 	// wrapping replica.ErrNotLeader or replica.ErrUnknownBucket otherwise.
 	Leader(t catalog.Table, bucket int32) (*replica.Replica, error)
 	// AppendLog checks V2 batches against t's schema as the Connect API's
-	// ProduceLog does and appends them to the bucket with acks (-1, 0, 1).
-	AppendLog(ctx context.Context, t catalog.Table, bucket int32, batches []byte, acks int) (log.AppendInfo, error)
+	// ProduceLog does, then calls inTurn (its error fails the write,
+	// unappended) and appends them to the bucket with acks (-1, 0, 1). It
+	// returns once they are in the log (or refused); the write's
+	// acknowledgement is the Pending's Wait.
+	AppendLog(ctx context.Context, t catalog.Table, bucket int32, batches []byte, acks int, inTurn func(context.Context) error) (Pending, error)
 	// Offset answers ListOffsets for one bucket this node leads: the
 	// earliest offset, the latest (the high watermark), or the first at or
 	// after ts (ms), as the Connect API's ListOffsets does.
@@ -137,9 +139,9 @@ func bucketError(t catalog.Table, partition *int64, b int32, seen map[int32]bool
 // become Strom's V2 (logbatch.ToStrom, checking each CRC) and go through the
 // node's AppendLog, the Connect API's produce path; buckets are written
 // concurrently, each answered with its base offset or its error. The
-// appends start once the connection's earlier write requests have started
-// theirs (writeTurn), so one writer's pipelined requests reach the log in
-// the order they were sent.
+// appends start once the connection's earlier write requests have done
+// theirs (writeTurn.write), so one writer's pipelined requests reach the
+// log in the order they were sent; their acks waits overlap.
 func (s *Server) produceLog(ctx context.Context, _ int16, req *flusspb.ProduceLogRequest) (proto.Message, error) {
 	n := s.cfg.Log
 	acks := int(req.GetAcks())
@@ -183,32 +185,15 @@ func (s *Server) produceLog(ctx context.Context, _ int16, req *flusspb.ProduceLo
 		}
 		writes = append(writes, write{res, b, v2})
 	}
-	turn := turnOf(ctx)
-	if err := turn.wait(ctx); err != nil {
-		for _, w := range writes {
-			setBucketError(&w.res.ErrorCode, &w.res.ErrorMessage, fmt.Errorf("bucket %d: waiting for the connection's earlier writes: %w", w.bucket, err))
-		}
-		return resp, nil
-	}
-	var wg, started sync.WaitGroup
-	started.Add(len(writes))
-	for _, w := range writes {
-		wg.Go(func() {
-			started.Done() // about to append
-			info, err := n.AppendLog(ctx, t, w.bucket, w.v2, acks)
-			if turn.retryOutOfOrder(ctx, err) {
-				info, err = n.AppendLog(ctx, t, w.bucket, w.v2, acks)
-			}
-			if err != nil {
-				setBucketError(&w.res.ErrorCode, &w.res.ErrorMessage, err)
-				return
-			}
+	turnOf(ctx).write(ctx, len(writes), func(i int, inTurn func(context.Context) error) (Pending, error) {
+		return n.AppendLog(ctx, t, writes[i].bucket, writes[i].v2, acks, inTurn)
+	}, func(i int, info log.AppendInfo, err error) {
+		if w := writes[i]; err != nil {
+			setBucketError(&w.res.ErrorCode, &w.res.ErrorMessage, err)
+		} else {
 			w.res.BaseOffset = proto.Int64(info.FirstOffset)
-		})
-	}
-	started.Wait()
-	turn.enter()
-	wg.Wait()
+		}
+	})
 	return resp, nil
 }
 

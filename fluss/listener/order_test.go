@@ -21,15 +21,24 @@ import (
 
 // orderLog is a unit-test LogNode holding one writer's batches of one
 // bucket. TableByID of table heldID waits for release (and counts
-// nothing); the other tables' lookups are counted on looked.
+// nothing); the other tables' lookups are counted on looked. Sequence 0's
+// checks (before its turn) wait until every later write has passed its
+// own (checked), and its acknowledgement until the last write is
+// appended (last): so the writes are appended in order only if the turns
+// go by the appends, not the checks, and all are answered only if the
+// turns do not wait for the acknowledgements.
 type orderLog struct {
 	LogNode // the other methods are not called
 	table   catalog.Table
 	release chan struct{}
 	looked  chan struct{}
+	writes  int32
 
 	mu      sync.Mutex
-	seqs    []int32 // appended
+	checked int32         // writes past their checks, sequence 0's aside
+	passed  chan struct{} // closed when checked reaches writes-1
+	last    chan struct{} // closed when the last sequence is appended
+	seqs    []int32       // appended
 	refused int
 }
 
@@ -46,29 +55,63 @@ func (o *orderLog) TableByID(id int64) (catalog.Table, error) {
 
 // AppendLog is a log's sequence check without the replica's wait for
 // early batches: a batch that is not its writer's next is refused.
-func (o *orderLog) AppendLog(_ context.Context, _ catalog.Table, _ int32, batches []byte, _ int) (log.AppendInfo, error) {
+func (o *orderLog) AppendLog(ctx context.Context, _ catalog.Table, _ int32, batches []byte, _ int, inTurn func(context.Context) error) (Pending, error) {
 	b := record.Batch(batches)
 	seq := b.BatchSequence()
+	if seq == 0 {
+		<-o.passed
+	} else {
+		o.mu.Lock()
+		if o.checked++; o.checked == o.writes-1 {
+			close(o.passed)
+		}
+		o.mu.Unlock()
+	}
+	if err := inTurn(ctx); err != nil {
+		return nil, err
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if last := int32(len(o.seqs)) - 1; seq != last+1 {
 		o.refused++
-		return log.AppendInfo{}, &log.SequenceError{WriterID: b.WriterID(), Sequence: seq, Last: last}
+		return nil, &log.SequenceError{WriterID: b.WriterID(), Sequence: seq, Last: last}
 	}
 	o.seqs = append(o.seqs, seq)
-	return log.AppendInfo{FirstOffset: int64(seq)}, nil
+	if seq == o.writes-1 {
+		close(o.last)
+	}
+	info := log.AppendInfo{FirstOffset: int64(seq)}
+	return pendingFunc(func(ctx context.Context) (log.AppendInfo, error) {
+		if seq == 0 {
+			select {
+			case <-o.last:
+			case <-ctx.Done():
+				return info, ctx.Err()
+			}
+		}
+		return info, nil
+	}), nil
 }
+
+type pendingFunc func(ctx context.Context) (log.AppendInfo, error)
+
+func (p pendingFunc) Wait(ctx context.Context) (log.AppendInfo, error) { return p(ctx) }
 
 func (o *orderLog) Offset(catalog.Table, int32, OffsetSpec, int64) (int64, error) { return 42, nil }
 
 // A connection's PRODUCE_LOG requests of one writer all succeed, appended
-// in the order they were sent, against a log that refuses any batch but
-// its writer's next, however their goroutines are scheduled: the first one
-// is held before its append (its table lookup waits) while the later ones
-// are read and go as far as they may. A LIST_OFFSETS sent behind them is
-// answered meanwhile: reads are not ordered behind writes. Without the
-// write order the later requests are refused with OUT_OF_ORDER_SEQUENCE.
-func TestWritesEnterInArrivalOrder(t *testing.T) {
+// in the order they were sent and none refused, against a log that
+// refuses any batch but its writer's next, however their goroutines are
+// scheduled: the first one is held before its append (its table lookup
+// waits, then its node's checks until the later ones passed theirs) while
+// the later ones are read and go as far as they may, and its
+// acknowledgement is held until the last one is appended. A LIST_OFFSETS
+// sent behind them is answered meanwhile: reads are not ordered behind
+// writes. Without the write order the later requests are refused with
+// OUT_OF_ORDER_SEQUENCE; with turns that go by the start of the node's
+// call (its checks) they are refused too, and with turns that wait for the
+// answers the writes time out.
+func TestWritesAppendedInArrivalOrder(t *testing.T) {
 	cols, err := record.ParseColumns("id BIGINT NOT NULL")
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +119,7 @@ func TestWritesEnterInArrivalOrder(t *testing.T) {
 	schema := record.Schema{Columns: cols}
 	const writes = 10
 	n := &orderLog{table: catalog.Table{Database: "fluss", Name: "t", Schema: schema, Registration: catalog.TableRegistration{BucketCount: 1}},
-		release: make(chan struct{}), looked: make(chan struct{}, writes+1)}
+		release: make(chan struct{}), looked: make(chan struct{}, writes+1), writes: writes, passed: make(chan struct{}), last: make(chan struct{})}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -137,8 +180,7 @@ func TestWritesEnterInArrivalOrder(t *testing.T) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if want := []int32{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}; !slices.Equal(n.seqs, want) {
-		t.Fatalf("appends of sequences %v, want %v (the order sent)", n.seqs, want)
+	if want := []int32{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}; !slices.Equal(n.seqs, want) || n.refused != 0 {
+		t.Fatalf("appends of sequences %v, %d refused; want %v (the order sent), none refused", n.seqs, n.refused, want)
 	}
-	t.Logf("%d appends refused and tried again", n.refused)
 }

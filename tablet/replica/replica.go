@@ -360,24 +360,58 @@ func (r *Replica) IsLeader() bool {
 // Append appends client batches as the leader. With acks -1 it waits until
 // the high watermark passes them (ctx bounds the wait): with a log flush
 // policy that is once they are fsynced. With 0 or 1 it returns after the
-// local append.
+// local append. It is Validate, AppendThen and Pending.Wait.
 func (r *Replica) Append(ctx context.Context, batches []byte, acks int) (log.AppendInfo, error) {
-	v, err := r.log.Validate(batches) // once, however often the append is tried
+	v, err := r.Validate(batches)
 	if err != nil {
 		return log.AppendInfo{}, err
 	}
-	return r.write(ctx, acks, func(epoch int32) (log.AppendInfo, error) {
+	p, err := r.AppendThen(ctx, v, acks)
+	if err != nil {
+		return p.Info(), err
+	}
+	return p.Wait(ctx)
+}
+
+// Validate checks client batches for AppendThen (framing, CRC; the log's
+// log.Tablet.Validate), once however often the append is tried. It takes
+// no lock: a caller ordering its appends validates first, concurrently.
+func (r *Replica) Validate(batches []byte) (log.ValidBatches, error) {
+	return r.log.Validate(batches)
+}
+
+// AppendThen appends validated batches as the leader (appendInOrder, under
+// the replica lock) and returns once they are in the log, or refused:
+// ErrClosed, ErrNotLeader, ErrNotEnoughReplicas for an acks=-1 write with
+// fewer in-sync replicas than minISR (unappended), a sequence or fencing
+// error of the log. The acknowledgement is then p.Wait's: a caller that
+// must append a connection's writes strictly in order (the Fluss listener)
+// appends the next once this returns and waits for the acks of both
+// concurrently.
+func (r *Replica) AppendThen(ctx context.Context, v log.ValidBatches, acks int) (Pending, error) {
+	return r.writeThen(ctx, acks, func(epoch int32) (log.AppendInfo, error) {
 		return r.log.AppendValidated(v, epoch, time.Now())
 	})
 }
 
 // PutKv writes a KV batch to a primary-key bucket as the leader (the KV
 // tablet appends its changelog to the log), then waits for acks as Append.
+// It is PutKvThen and Pending.Wait.
 func (r *Replica) PutKv(ctx context.Context, batch record.KvBatch, targetColumns []int, acks int) (log.AppendInfo, error) {
-	if r.kv == nil {
-		return log.AppendInfo{}, fmt.Errorf("bucket %s: %w", r.tb, ErrNotKV)
+	p, err := r.PutKvThen(ctx, batch, targetColumns, acks)
+	if err != nil {
+		return p.Info(), err
 	}
-	return r.write(ctx, acks, func(int32) (log.AppendInfo, error) {
+	return p.Wait(ctx)
+}
+
+// PutKvThen is PutKv's write, returning once the changelog batch is in the
+// log (or refused, as AppendThen); the acknowledgement is p.Wait's.
+func (r *Replica) PutKvThen(ctx context.Context, batch record.KvBatch, targetColumns []int, acks int) (Pending, error) {
+	if r.kv == nil {
+		return Pending{}, fmt.Errorf("bucket %s: %w", r.tb, ErrNotKV)
+	}
+	return r.writeThen(ctx, acks, func(int32) (log.AppendInfo, error) {
 		// A batch early for its writer waits for its turn before the
 		// merge (reads of every key), not after each try of it.
 		if err := r.log.CheckSequence(batch.WriterID(), batch.BatchSequence()); err != nil {
@@ -387,10 +421,10 @@ func (r *Replica) PutKv(ctx context.Context, batch record.KvBatch, targetColumns
 	})
 }
 
-// write runs an append as the leader (appendInOrder) and waits for acks.
-// An acks=-1 write with fewer in-sync replicas than minISR fails at once,
-// unappended, with ErrNotEnoughReplicas.
-func (r *Replica) write(ctx context.Context, acks int, appendFn func(epoch int32) (log.AppendInfo, error)) (log.AppendInfo, error) {
+// writeThen runs an append as the leader (appendInOrder) and returns the
+// write waiting for its acks. An acks=-1 write with fewer in-sync replicas
+// than minISR fails at once, unappended, with ErrNotEnoughReplicas.
+func (r *Replica) writeThen(ctx context.Context, acks int, appendFn func(epoch int32) (log.AppendInfo, error)) (Pending, error) {
 	var epoch int32
 	info, err := r.appendInOrder(ctx, func(e int32) (log.AppendInfo, error) {
 		epoch = e
@@ -401,8 +435,40 @@ func (r *Replica) write(ctx context.Context, acks int, appendFn func(epoch int32
 		}
 		return appendFn(epoch)
 	})
-	if err != nil || acks != -1 {
-		return info, err
+	p := Pending{r: r, info: info, epoch: epoch, acks: acks}
+	if err != nil {
+		// info is the log's, as the error left it (appendInOrder: an
+		// append whose high watermark step failed is in the log).
+		return Pending{info: info}, err
+	}
+	return p, nil
+}
+
+// Pending is a write the leader has appended (AppendThen, PutKvThen),
+// whose acknowledgement is to come. Its Wait may be called from any
+// goroutine, more than once.
+type Pending struct {
+	r     *Replica
+	info  log.AppendInfo
+	epoch int32 // the leader epoch the write was appended at
+	acks  int
+}
+
+// Info is what the append wrote (or, for a duplicate, found written).
+func (p Pending) Info() log.AppendInfo { return p.info }
+
+// Wait waits for the write's acknowledgement and returns its AppendInfo.
+// With acks 0 or 1 it returns at once. With acks -1 it waits until the high
+// watermark passes the write (ctx bounds the wait: then
+// ErrNotEnoughReplicas), then confirms it with the metadata
+// (confirmCommitted); it fails with ErrNotEnoughReplicas when the ISR
+// shrank below minISR as it committed (after the append), ErrNotLeader when
+// this node stopped leading first, ErrClosed when the replica closed. The
+// error comes with the AppendInfo: the write is in the log, unacknowledged.
+func (p Pending) Wait(ctx context.Context) (log.AppendInfo, error) {
+	r, info := p.r, p.info
+	if p.acks != -1 {
+		return info, nil
 	}
 	for {
 		r.mu.Lock()
@@ -424,7 +490,7 @@ func (r *Replica) write(ctx context.Context, acks int, appendFn func(epoch int32
 			// NOT_ENOUGH_REPLICAS_AFTER_APPEND: the writer sends it again.
 			return info, fmt.Errorf("%w (after the append)", belowMin)
 		case hw > info.LastOffset:
-			return info, r.confirmCommitted(ctx, epoch, info.LastOffset)
+			return info, r.confirmCommitted(ctx, p.epoch, info.LastOffset)
 		case closed:
 			return info, ErrClosed
 		case notLeader != nil:
