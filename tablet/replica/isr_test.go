@@ -207,8 +207,41 @@ func TestAcksAllCommittedBelowMinISRIsNotAcknowledged(t *testing.T) {
 	if err := <-errc; !errors.Is(err, ErrNotEnoughReplicas) {
 		t.Fatalf("acks=-1 write committed by a shrink to ISR [1], min ISR 2: %v, want ErrNotEnoughReplicas", err)
 	}
-	if hw := r.Log().HighWatermark(); hw != 1 {
-		t.Fatalf("high watermark %d, want 1 (the shrink committed the write)", hw)
+	if hw := r.Log().HighWatermark(); hw != 0 {
+		t.Fatalf("high watermark %d, want 0 (an ISR below min-in-sync commits nothing)", hw)
+	}
+}
+
+// An ISR below min-in-sync holds the high watermark (KIP-966): the
+// replicas that left it are eligible leader replicas, which the
+// coordinator may elect, and they hold only what was committed before they
+// left. Robustness seed 2805 (partition): node 3's registration expired
+// under load, the coordinator took it out of the ISR [2 3] (min 2) into
+// the ELR, node 2, alone in the ISR, committed and served six records
+// node 3 lacked, and node 3 was elected from the ELR when node 2 was
+// partitioned: the records read below the high watermark were rewritten.
+func TestHighWatermarkHeldBelowMinISR(t *testing.T) {
+	meta := metatest.NewNode(t)
+	m := startManager(t, meta, t.TempDir(), func(c *Config) { c.MinInSyncReplicas = 2 })
+	id := createTable(t, meta, "t", 1, []int32{1})
+	tb := TableBucket{id, 0}
+	r := leadingReplica(t, m, tb)
+	setLeaderISR(t, meta, tb, catalog.LeaderAndISR{Leader: 1, LeaderEpoch: 3, ISR: []int32{1, 2}, BucketEpoch: 1})
+	waitFor(t, "the ISR of two", func() bool { return len(r.ISR()) == 2 })
+	setLeaderISR(t, meta, tb, catalog.LeaderAndISR{Leader: 1, LeaderEpoch: 3, ISR: []int32{1}, BucketEpoch: 2, ELR: []int32{2}})
+	waitFor(t, "the ISR of one", func() bool { return len(r.ISR()) == 1 })
+	if _, err := r.Append(context.Background(), batch(3), 1); err != nil {
+		t.Fatal(err)
+	}
+	if hw := r.Log().HighWatermark(); hw != 0 {
+		t.Fatalf("high watermark %d with the ISR [1] below min-in-sync 2, want 0", hw)
+	}
+	// Node 2 back in the ISR, caught up: the high watermark moves.
+	setLeaderISR(t, meta, tb, catalog.LeaderAndISR{Leader: 1, LeaderEpoch: 3, ISR: []int32{1, 2}, BucketEpoch: 3})
+	waitFor(t, "the ISR of two again", func() bool { return len(r.ISR()) == 2 })
+	r.fetchAsLeader(2, 0, BucketFetch{TB: tb, LeaderEpoch: 3, FetchOffset: 3}, 0, time.Now(), nil)
+	if hw := r.Log().HighWatermark(); hw != 3 {
+		t.Fatalf("high watermark %d once the ISR [1 2] holds 3 records, want 3", hw)
 	}
 }
 

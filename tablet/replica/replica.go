@@ -289,11 +289,14 @@ func (r *Replica) notLeaderLocked() error {
 // it asked into the ISR at this bucket epoch (isrMaximal) (with a log flush
 // policy, only as far as the log is fsynced: log.Tablet.SetHighWatermark
 // stops there); a follower in the ISR that has not fetched since this
-// leadership started holds it where it is. It never moves it down. It
+// leadership started holds it where it is. An ISR smaller than minISR
+// holds it too (KIP-966): the replicas that left it are the bucket's
+// eligible leader replicas, which the coordinator may elect, and they hold
+// only what was committed before they left. It never moves it down. It
 // flushes the KV's committed rows into Pebble before anyone is told (so an
 // acknowledged write is visible to lookups).
 func (r *Replica) maybeAdvanceLocked() error {
-	if r.mu.closed || r.mu.leader != r.nodeID {
+	if r.mu.closed || r.mu.leader != r.nodeID || len(r.mu.isr) < r.minISR {
 		return nil
 	}
 	target := r.log.LogEndOffset()
@@ -473,21 +476,21 @@ func (p Pending) Wait(ctx context.Context) (log.AppendInfo, error) {
 	for {
 		r.mu.Lock()
 		hw, wait, closed := r.log.HighWatermark(), r.mu.advanced, r.mu.closed
-		var notLeader, belowMin error
+		var notLeader error
 		if r.mu.leader != r.nodeID {
 			notLeader = r.notLeaderLocked()
 		}
-		if hw > info.LastOffset {
-			belowMin = r.checkMinISRLocked()
-		}
+		belowMin := r.checkMinISRLocked()
 		r.mu.Unlock()
 		switch {
-		case hw > info.LastOffset && belowMin != nil:
-			// Committed as the ISR shrank below min-in-sync: fewer
-			// replicas than promised may hold it, and the coordinator
-			// may elect one that does not (an eligible leader replica,
-			// which left the ISR before it). Kafka's
-			// NOT_ENOUGH_REPLICAS_AFTER_APPEND: the writer sends it again.
+		case belowMin != nil && notLeader == nil:
+			// The ISR shrank below min-in-sync after the append: the
+			// high watermark stops (maybeAdvanceLocked), and if it
+			// passed the batch before, fewer replicas than promised may
+			// hold it and the coordinator may elect one that does not
+			// (an eligible leader replica, which left the ISR before
+			// it). Kafka's NOT_ENOUGH_REPLICAS_AFTER_APPEND: the writer
+			// sends it again.
 			return info, fmt.Errorf("%w (after the append)", belowMin)
 		case hw > info.LastOffset:
 			return info, r.confirmCommitted(ctx, p.epoch, info.LastOffset)

@@ -48,7 +48,11 @@ func tieredManager(t *testing.T) (*Manager, *raftmeta.Node, remote.Store, *Repli
 		c.Tier = TierConfig{Store: store, Interval: time.Hour, Committer: metaCommitter{meta}, CacheDir: filepath.Join(dir, "cache"), CacheBytes: 1 << 20}
 	})
 	id := createTable(t, meta, "t", 1, []int32{1})
-	return m, meta, store, leadingReplica(t, m, TableBucket{id, 0})
+	r := leadingReplica(t, m, TableBucket{id, 0})
+	// The reconcile that opened the replica records the hosted tables
+	// after it (a test tiering or listing before then meets no table).
+	waitFor(t, "the table hosted", func() bool { _, err := m.table(id); return err == nil })
+	return m, meta, store, r
 }
 
 func appendN(t *testing.T, r *Replica, n int) {
