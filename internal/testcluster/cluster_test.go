@@ -228,3 +228,38 @@ func TestStopEveryNode(t *testing.T) {
 		t.Fatal("the last node's stop still waits for its shutdown.timeout after a minute")
 	}
 }
+
+// TestRestartWaitsForEveryRegistration: Restart returns only once every
+// live node's metadata holds the restarted node's registration of its new
+// run. server.Start returns once its own registration is committed, which
+// a follower the metadata leader reaches late applies later: before, that
+// follower's catalog right after Restart still held the registration of
+// the node's earlier run (New and PowerOff wait the same way).
+func TestRestartWaitsForEveryRegistration(t *testing.T) {
+	c := New(t, Options{Nodes: 3})
+	if missing := c.unregistered(); missing != "" {
+		t.Fatalf("after New: %s", missing)
+	}
+	ctx := ctxFor(t, 60*time.Second)
+	l, err := c.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f, late *Node // the node restarted; the follower the leader reaches late
+	for _, n := range c.Nodes() {
+		switch {
+		case n == l:
+		case f == nil:
+			f = n
+		default:
+			late = n
+		}
+	}
+	c.Kill(int(f.ID))
+	c.Net().Delay(l.Name, late.Name, 300*time.Millisecond)
+	t.Cleanup(func() { c.Net().Delay(l.Name, late.Name, 0) })
+	c.Restart(int(f.ID))
+	if missing := c.unregistered(); missing != "" {
+		t.Fatalf("after Restart(%d): %s", f.ID, missing)
+	}
+}

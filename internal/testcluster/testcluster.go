@@ -1,8 +1,10 @@
 // Package testcluster runs a Strom cluster of N nodes in one test process,
 // on loopback, with shortened timings, and every node-to-node path (Raft,
 // gossip, forwarding and other node-to-node calls) through a proxy the test
-// controls (internal/proxy): WaitLeader, Kill, Restart, Partition, Heal,
-// and PowerOff (with Options.PowerLoss).
+// controls (internal/proxy): WaitLeader, WaitRegistered, Kill, Restart,
+// Partition, Heal, and PowerOff (with Options.PowerLoss). New, Restart and
+// PowerOff return once every live node's metadata holds every live node's
+// registration.
 //
 // Each node has its own loopback IP (127.a.b.10+i, a and b random per
 // cluster, so clusters of parallel tests do not meet), makes its
@@ -31,6 +33,7 @@ import (
 	"strom/internal/metatest"
 	"strom/internal/proxy"
 	"strom/internal/strictfs"
+	"strom/raftmeta/catalog"
 	"strom/raftmeta/membership"
 	"strom/server"
 )
@@ -78,13 +81,15 @@ type Node struct {
 	cfg server.Config
 	fs  *strictfs.FS // with Options.PowerLoss: the tablets' file system
 
-	mu  sync.Mutex
-	srv *server.Server // nil while down
+	mu      sync.Mutex
+	srv     *server.Server // nil while down
+	started int64          // when this run's start began, in Unix ms
 }
 
 // New starts a cluster of opts.Nodes nodes at once, each with
 // cluster.bootstrap-expect set to that count, and waits until every node is
-// ready. The cluster is stopped when the test ends.
+// ready and every node's metadata holds every node's registration
+// (WaitRegistered). The cluster is stopped when the test ends.
 func New(t testing.TB, opts Options) *Cluster {
 	t.Helper()
 	if opts.Nodes == 0 {
@@ -118,6 +123,7 @@ func New(t testing.TB, opts Options) *Cluster {
 			t.Fatal(err)
 		}
 	}
+	c.waitRegistered()
 	return c
 }
 
@@ -162,18 +168,31 @@ func (c *Cluster) newNode(i int, ip string) *Node {
 	return n
 }
 
+// startTimeout bounds a node's start, and the wait for the registrations
+// after it.
+const startTimeout = 60 * time.Second
+
 func (n *Node) start() error {
 	lg := testLogger(n.c.t, n.Name, n.c.opts.Verbose)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
+	started := time.Now().UnixMilli()
 	srv, err := server.Start(ctx, n.cfg, lg)
 	if err != nil {
 		return fmt.Errorf("start node %d: %w", n.ID, err)
 	}
 	n.mu.Lock()
-	n.srv = srv
+	n.srv, n.started = srv, started
 	n.mu.Unlock()
 	return nil
+}
+
+// running returns the node's server and when its run started, or nil
+// while it is down.
+func (n *Node) running() (*server.Server, int64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.srv, n.started
 }
 
 // Server returns the node's server, nil while it is down.
@@ -260,6 +279,69 @@ func (c *Cluster) allFollow(l *Node) bool {
 
 func (c *Cluster) isolated(n *Node) bool { return len(c.nodes) > 1 && c.net.Isolated(n.Name) }
 
+// WaitRegistered waits until every live node not cut off holds, in its own
+// metadata, the registration of every live node not cut off made in the
+// node's current run (a registration left by an earlier run, or one whose
+// session expired, does not count). server.Start returns once the node's
+// own registration is committed, but another node applies it later, and
+// a node the gossip takes for dead (a busy machine) loses its registration
+// until its heartbeat loop registers it again; meanwhile a table created
+// has fewer servers to place its replicas on, and a node's catalog does
+// not list the node. New, Restart and PowerOff call it.
+func (c *Cluster) WaitRegistered(ctx context.Context) error {
+	for {
+		missing := c.unregistered()
+		if missing == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("testcluster: %s: %w", missing, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// unregistered names a registration missing from a live node's metadata
+// (see WaitRegistered), or is "" when none is.
+func (c *Cluster) unregistered() string {
+	for _, o := range c.nodes {
+		srv, _ := o.running()
+		if srv == nil || c.isolated(o) {
+			continue
+		}
+		servers, err := catalog.New(srv.Metadata()).TabletServers()
+		if err != nil {
+			return fmt.Sprintf("node %d's tablet servers: %v", o.ID, err)
+		}
+		reg := make(map[int32]int64, len(servers))
+		for _, ts := range servers {
+			reg[ts.ID] = ts.Registration.RegisterTimestamp
+		}
+		for _, n := range c.nodes {
+			s, started := n.running()
+			if s == nil || c.isolated(n) {
+				continue
+			}
+			if at, ok := reg[n.ID]; !ok || at < started {
+				return fmt.Sprintf("node %d's metadata does not hold node %d's registration of its current run", o.ID, n.ID)
+			}
+		}
+	}
+	return ""
+}
+
+// waitRegistered is WaitRegistered within startTimeout, failing the test
+// when it ends.
+func (c *Cluster) waitRegistered() {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	if err := c.WaitRegistered(ctx); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
 // Kill takes node i down abruptly, as a crash would: it is cut off from the
 // others first, so nothing it does on its way down (closing its session,
 // handing over leadership) reaches them, then stopped, then its links are
@@ -283,13 +365,14 @@ func (c *Cluster) Kill(i int) {
 }
 
 // PowerOff cuts the power of the given nodes at once, then starts them
-// again and waits until they are ready: each is cut off from the others
-// (so they can exchange nothing more), its tablets' file system is
-// replaced by what it had fsynced (strictfs.FS.Crash), and it is stopped
-// with no time for a controlled shutdown (what it writes on its way down
-// goes to the file system thrown away). Its metadata replica on disk keeps
-// what it had (raft-boltdb fsyncs every commit). Requires
-// Options.PowerLoss; the nodes must be running.
+// again and waits until they are ready and registered (WaitRegistered):
+// each is cut off from the others (so they can exchange nothing more), its
+// tablets' file system is replaced by what it had fsynced
+// (strictfs.FS.Crash), and it is stopped with no time for a controlled
+// shutdown (what it writes on its way down goes to the file system thrown
+// away). Its metadata replica on disk keeps what it had (raft-boltdb
+// fsyncs every commit). Requires Options.PowerLoss; the nodes must be
+// running.
 func (c *Cluster) PowerOff(ids ...int) {
 	c.t.Helper()
 	c.powerOff(vfs.CrashCloneCfg{}, ids)
@@ -345,6 +428,7 @@ func (c *Cluster) powerOff(cc vfs.CrashCloneCfg, ids []int) {
 			c.t.Fatal(err)
 		}
 	}
+	c.waitRegistered()
 }
 
 // Stop takes node i down cleanly (a controlled shutdown, as on SIGTERM).
@@ -364,7 +448,8 @@ func (c *Cluster) Stop(i int) {
 }
 
 // Restart starts node i again, on the same data directory and addresses,
-// and waits until it is ready.
+// and waits until it is ready and its registration of this run is in
+// every live node's metadata (WaitRegistered).
 func (c *Cluster) Restart(i int) {
 	c.t.Helper()
 	n := c.Node(i)
@@ -374,6 +459,7 @@ func (c *Cluster) Restart(i int) {
 	if err := n.start(); err != nil {
 		c.t.Fatal(err)
 	}
+	c.waitRegistered()
 }
 
 // Partition cuts every link between nodes (by id) of different groups,
