@@ -32,8 +32,8 @@ func TestLeaderRepairsACorruptSegment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb, leader := bucket0(tbl), tbl.LeaderISR[0].Leader
-	appendAcks(ctx, t, c, tbl, leader, 0, 300, -1)
+	tb := bucket0(tbl)
+	leader := appendToLeader(ctx, t, c, tbl, 0, 300, 10, -1).ID
 	want := waitInSync(ctx, t, c, tb, leader)
 	lr := replicaOn(c.Node(int(leader)), tb)
 	epoch := leaderISR(t, c.Node(int(leader)), tbl).LeaderEpoch
@@ -110,8 +110,8 @@ func TestReplicaRepairsASegmentDamagedWhileDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb, leader := bucket0(tbl), tbl.LeaderISR[0].Leader
-	appendAcks(ctx, t, c, tbl, leader, 0, 300, -1)
+	tb := bucket0(tbl)
+	leader := appendToLeader(ctx, t, c, tbl, 0, 300, 10, -1).ID
 	want := waitInSync(ctx, t, c, tb, leader)
 	victim := int(leader)%3 + 1 // a follower
 	var seg string

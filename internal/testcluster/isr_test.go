@@ -47,8 +47,15 @@ func cutFollower(ctx context.Context, t *testing.T, name string, cfg func(int, *
 	if tbl, err = createTable(ctx, l, "fluss", name, 1, 3); err != nil {
 		t.Fatal(err)
 	}
-	leader = tbl.LeaderISR[0].Leader
-	appendAcks(ctx, t, c, tbl, leader, 0, 20, -1)
+	leader = appendToLeader(ctx, t, c, tbl, 0, 20, 10, -1).ID
+	// Every replica in the leader's ISR (a node a busy machine took for
+	// dead for a moment rejoins it once caught up), and the coordinator
+	// as it is now.
+	lr := replicaOn(c.Node(int(leader)), bucket0(tbl))
+	waitUntil(ctx, t, "three replicas in the leader's ISR", func() bool { return len(lr.ISR()) == 3 })
+	if l, err = c.WaitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
 	// Not the coordinator's node: the leader must still reach it.
 	for _, n := range c.Nodes() {
 		if n.ID != leader && n.ID != l.ID {
@@ -72,7 +79,7 @@ func TestCutOffFollowerLeavesAndRejoinsTheISR(t *testing.T) {
 	waitUntil(ctx, t, "the cut-off follower leaves the ISR", func() bool {
 		return len(isr()) == 2 && !slices.Contains(isr(), cut)
 	})
-	appendAcks(ctx, t, c, tbl, leader, 20, 40, -1)
+	leader = appendToLeader(ctx, t, c, tbl, 20, 40, 10, -1).ID
 	c.Heal()
 	waitUntil(ctx, t, "the healed follower rejoins the ISR", func() bool { return len(isr()) == 3 })
 	waitInSync(ctx, t, c, bucket0(tbl), leader)

@@ -132,8 +132,7 @@ func TestReplicationMetrics(t *testing.T) {
 func TestReplicationBytesMetrics(t *testing.T) {
 	ctx := ctxFor(t, 90*time.Second)
 	c, tbl := newReplicated(t, ctx, "replbytes")
-	leader := tbl.LeaderISR[0].Leader
-	appendAcks(ctx, t, c, tbl, leader, 0, 100, -1)
+	leader := appendToLeader(ctx, t, c, tbl, 0, 100, 10, -1).ID
 	waitInSync(ctx, t, c, bucket0(tbl), leader)
 	lb := []string{"table", "fluss.replbytes", "bucket", "0"}
 	all := scrapeAll(t, c)

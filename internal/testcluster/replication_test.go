@@ -3,8 +3,10 @@ package testcluster
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -179,7 +181,11 @@ func another(c *Cluster, id int32) *Node {
 	return nil
 }
 
-// appendAcks appends rows from..to-1 on the bucket's leader with acks.
+// appendAcks appends rows from..to-1, ten a batch, with acks on node
+// leader, once it leads bucket 0 of tbl, failing the test on any error:
+// for a test that wants that node to take them (one cut off, which the
+// others no longer take for the leader). appendToLeader follows the
+// leader instead.
 func appendAcks(ctx context.Context, t *testing.T, c *Cluster, tbl catalog.Table, leader int32, from, to int64, acks int) {
 	t.Helper()
 	r := leading(ctx, t, c, tbl, leader)
@@ -188,6 +194,109 @@ func appendAcks(ctx context.Context, t *testing.T, c *Cluster, tbl catalog.Table
 			t.Fatalf("append rows %d..: %v", id, err)
 		}
 	}
+}
+
+// appendToLeader appends rows from..to-1, perBatch a batch, with acks, on
+// bucket 0 of tbl's current leader, and returns the node that took the
+// last batch. The leader is found anew for every try among the running
+// nodes not cut off, and a try refused because the node does not lead the
+// bucket (yet, or any longer: replica.ErrNotLeader, ErrUnknownBucket,
+// ErrClosed) or has too few in-sync replicas (ErrNotEnoughReplicas; a
+// try waits up to appendTryTimeout for its acks) is made again, until ctx
+// ends. The batches are an idempotent writer's, so that a batch a leader
+// appended before it failed, tried again, is written once.
+//
+// Leadership moves under a test that did not ask for it when a busy
+// machine delays a node's gossip or session heartbeats: before, the
+// helpers appended to the leader the table was created with and failed.
+func appendToLeader(ctx context.Context, t *testing.T, c *Cluster, tbl catalog.Table, from, to, perBatch int64, acks int) *Node {
+	t.Helper()
+	writer := initWriter(ctx, t, c)
+	tb := bucket0(tbl)
+	var n *Node
+	var err error
+	seq := int32(0)
+	for id := from; id < to; id += perBatch {
+		batch := batchOf(t, tbl, id, min(id+perBatch, to), writer, seq)
+		for try := 1; ; try++ {
+			var r *replica.Replica
+			if n, r = leaderOf(c, tb); r != nil {
+				tctx, cancel := context.WithTimeout(ctx, appendTryTimeout)
+				_, err = r.Append(tctx, batch, acks)
+				cancel()
+				if err == nil {
+					break
+				}
+				if !retriableAppend(err) {
+					t.Fatalf("append rows %d.. on node %d: %v", id, n.ID, err)
+				}
+				t.Logf("append rows %d.. on node %d (try %d): %v; again", id, n.ID, try, err)
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("append rows %d..: no leader took them (last error: %v): %v", id, err, ctx.Err())
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		seq++
+	}
+	return n
+}
+
+// initWriter allocates an idempotent writer id through the running nodes
+// not cut off (a client keeps asking a seed it reaches, and a node cut off
+// cannot reach the coordinator), again until ctx ends: the metadata may
+// be electing a leader.
+func initWriter(ctx context.Context, t *testing.T, c *Cluster) int64 {
+	t.Helper()
+	var apis []string
+	for _, n := range c.Nodes() {
+		if n.Server() != nil && !c.isolated(n) {
+			apis = append(apis, n.API)
+		}
+	}
+	cl, err := client.New(strings.Join(apis, ","))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		writer, err := cl.InitWriter(ctx)
+		if err == nil {
+			return writer
+		}
+		t.Logf("init a writer through %v: %v; again", apis, err)
+		select {
+		case <-ctx.Done():
+			t.Fatalf("init a writer: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// appendTryTimeout is how long one try of appendToLeader waits for its
+// acks.
+const appendTryTimeout = 10 * time.Second
+
+// leaderOf is a running node not cut off that leads tb, and its replica,
+// or nil, nil.
+func leaderOf(c *Cluster, tb replica.TableBucket) (*Node, *replica.Replica) {
+	for _, n := range c.Nodes() {
+		if r := replicaOn(n, tb); r != nil && r.IsLeader() && !c.isolated(n) {
+			return n, r
+		}
+	}
+	return nil, nil
+}
+
+// retriableAppend reports whether an append failed for a reason another
+// try, on the leader found anew, may not meet.
+func retriableAppend(err error) bool {
+	for _, e := range []error{replica.ErrNotLeader, replica.ErrNotEnoughReplicas, replica.ErrUnknownBucket, replica.ErrClosed} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // TestReplicatedAcksAll: with replication factor 3, acks=-1 writes commit
@@ -274,10 +383,13 @@ func TestCutOffFollowerHoldsTheHighWatermark(t *testing.T) {
 	ctx := ctxFor(t, 90*time.Second)
 	c, tbl := newReplicated(t, ctx, "cutoff")
 	tb := bucket0(tbl)
-	leader := tbl.LeaderISR[0].Leader
-	appendAcks(ctx, t, c, tbl, leader, 0, 20, -1)
+	leader := appendToLeader(ctx, t, c, tbl, 0, 20, 10, -1).ID
+	// Both followers in the leader's ISR (a node a busy machine took for
+	// dead for a moment rejoins it once caught up).
+	lr := replicaOn(c.Node(int(leader)), tb)
+	waitUntil(ctx, t, "three replicas in the leader's ISR", func() bool { return len(lr.ISR()) == 3 })
 	var cut, other int32
-	for _, id := range tbl.LeaderISR[0].ISR {
+	for _, id := range lr.ISR() {
 		if id != leader {
 			if cut == 0 {
 				cut = id
@@ -315,8 +427,7 @@ func TestKilledLeaderLosesNoAcknowledgedWrite(t *testing.T) {
 	ctx := ctxFor(t, 120*time.Second)
 	c, tbl := newReplicated(t, ctx, "killed")
 	tb := bucket0(tbl)
-	old := tbl.LeaderISR[0].Leader
-	appendAcks(ctx, t, c, tbl, old, 0, 50, -1)
+	old := appendToLeader(ctx, t, c, tbl, 0, 50, 10, -1).ID
 	acked, _ := logOf(t, replicaOn(c.Node(int(old)), tb))
 	c.Kill(int(old))
 	nl := newLeader(ctx, t, another(c, old), tbl, old)
@@ -324,7 +435,7 @@ func TestKilledLeaderLosesNoAcknowledgedWrite(t *testing.T) {
 	if got, _ := logOf(t, r); !bytes.HasPrefix(got, acked) {
 		t.Fatalf("new leader %d's log (%d bytes) does not begin with the %d acknowledged bytes", nl, len(got), len(acked))
 	}
-	appendAcks(ctx, t, c, tbl, nl, 50, 60, 1)
+	nl = appendToLeader(ctx, t, c, tbl, 50, 60, 10, 1).ID
 	c.Restart(int(old))
 	waitInSync(ctx, t, c, tb, nl)
 }
@@ -338,8 +449,7 @@ func TestOldLeaderTruncatesItsDivergentTail(t *testing.T) {
 	ctx := ctxFor(t, 120*time.Second)
 	c, tbl := newReplicated(t, ctx, "diverged")
 	tb := bucket0(tbl)
-	old := tbl.LeaderISR[0].Leader
-	appendAcks(ctx, t, c, tbl, old, 0, 30, -1)
+	old := appendToLeader(ctx, t, c, tbl, 0, 30, 10, -1).ID
 	var others []int
 	for _, n := range c.Nodes() {
 		if n.ID != old {
@@ -351,7 +461,7 @@ func TestOldLeaderTruncatesItsDivergentTail(t *testing.T) {
 	appendAcks(ctx, t, c, tbl, old, 1000, 1050, 1) // unacknowledged by the others
 	oldEnd := replicaOn(c.Node(int(old)), tb).Log().LogEndOffset()
 	nl := newLeader(ctx, t, another(c, old), tbl, old)
-	appendAcks(ctx, t, c, tbl, nl, 30, 100, 1)
+	nl = appendToLeader(ctx, t, c, tbl, 30, 100, 10, 1).ID
 	if end := replicaOn(c.Node(int(nl)), tb).Log().LogEndOffset(); end <= oldEnd {
 		t.Fatalf("new leader's log ends at %d, want past the old leader's %d so that the logs differ at the same offsets", end, oldEnd)
 	}
@@ -411,5 +521,36 @@ func TestIdempotentRetryAfterLeaderChange(t *testing.T) {
 	}
 	if got := nr.Log().LogEndOffset(); got != end {
 		t.Errorf("log end %d after the retries, want %d: a retried batch was written again", got, end)
+	}
+}
+
+// TestAppendToLeaderFollowsTheLeader: appendToLeader, called right after
+// the bucket's leader was killed (its replicas not told yet), appends
+// every row once, on the leader elected next. Before, the helpers appended
+// on the leader the table was created with, and a test whose leadership a
+// busy machine had moved failed (with appendAcks in its place this test
+// fails: the killed node never leads again).
+func TestAppendToLeaderFollowsTheLeader(t *testing.T) {
+	ctx := ctxFor(t, 90*time.Second)
+	c, tbl := newReplicated(t, ctx, "follow")
+	old := appendToLeader(ctx, t, c, tbl, 0, 10, 10, -1).ID
+	c.Kill(int(old))
+	nl := appendToLeader(ctx, t, c, tbl, 10, 50, 5, -1)
+	if nl.ID == old {
+		t.Fatalf("node %d, killed, took the rows", old)
+	}
+	waitInSync(ctx, t, c, bucket0(tbl), nl.ID)
+	ct, err := c.Client().Table(ctx, "fluss", "follow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := readIDs(ctx, t, ct, 0)
+	if len(ids) != 50 {
+		t.Fatalf("read %d rows, want 50: %v", len(ids), ids)
+	}
+	for i, id := range ids {
+		if id != int64(i) {
+			t.Fatalf("row %d has id %d: %v", i, id, ids)
+		}
 	}
 }

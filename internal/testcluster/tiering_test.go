@@ -2,7 +2,6 @@ package testcluster
 
 import (
 	"context"
-	"errors"
 	"os"
 	"testing"
 	"time"
@@ -32,24 +31,11 @@ func bucketLeader(ctx context.Context, t *testing.T, c *Cluster, tb replica.Tabl
 }
 
 // appendRows appends rows from..to-1, one batch each, acks=-1, on the
-// bucket's leader (found again when leadership moves), and returns the
-// leader that took the last.
+// bucket's leader (found again when leadership moves: appendToLeader), and
+// returns the leader that took the last.
 func appendRows(ctx context.Context, t *testing.T, c *Cluster, tbl catalog.Table, from, to int64) *Node {
 	t.Helper()
-	n := bucketLeader(ctx, t, c, bucket0(tbl))
-	for id := from; id < to; {
-		r := replicaOn(n, bucket0(tbl))
-		_, err := r.Append(ctx, batchOf(t, tbl, id, id+1, record.NoWriterID, record.NoBatchSequence), -1)
-		switch {
-		case errors.Is(err, replica.ErrNotLeader):
-			n = bucketLeader(ctx, t, c, bucket0(tbl))
-		case err != nil:
-			t.Fatalf("append %d on node %d: %v", id, n.ID, err)
-		default:
-			id++
-		}
-	}
-	return n
+	return appendToLeader(ctx, t, c, tbl, from, to, 1, -1)
 }
 
 // tierRound runs tiering rounds on the bucket's leader until its manifest
