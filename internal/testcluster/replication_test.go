@@ -128,8 +128,8 @@ func batchOf(t *testing.T, tbl catalog.Table, from, to int64, writer int64, seq 
 	return buf
 }
 
-// newReplicated starts three nodes and creates a one-bucket table with
-// replication factor 3.
+// newReplicated starts three nodes, creates a one-bucket table with
+// replication factor 3 and waits until its three replicas are in the ISR.
 func newReplicated(t *testing.T, ctx context.Context, name string) (*Cluster, catalog.Table) {
 	t.Helper()
 	c := New(t, Options{Nodes: 3, Verbose: os.Getenv("VERBOSE") != ""})
@@ -141,9 +141,21 @@ func newReplicated(t *testing.T, ctx context.Context, name string) (*Cluster, ca
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(tbl.LeaderISR[0].ISR); n != 3 {
-		t.Fatalf("ISR %v, want three replicas", tbl.LeaderISR[0].ISR)
+	if n := len(tbl.Assignment.Buckets[0]); n != 3 {
+		t.Fatalf("replicas %v, want three", tbl.Assignment.Buckets[0])
 	}
+	// Every replica starts in the ISR, but under load a node's session
+	// may expire at once (it leaves the ISR, and rejoins once caught up),
+	// as createKVTable waits too.
+	waitUntil(ctx, t, "three replicas in the ISR", func() bool {
+		if err := l.Server().Metadata().Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if tbl, err = catalog.New(l.Server().Metadata()).Table("fluss", name); err != nil {
+			t.Fatal(err)
+		}
+		return len(tbl.LeaderISR[0].ISR) == 3
+	})
 	return c, tbl
 }
 
