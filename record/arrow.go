@@ -442,6 +442,20 @@ func (d *ArrowDecoder) Schema() Schema { return d.s }
 
 // Decode is DecodeArrowBatch(b, the decoder's schema, mem).
 func (d *ArrowDecoder) Decode(b Batch, mem memory.Allocator) (*ArrowBatch, error) {
+	return d.DecodeWith(b, mem, nil)
+}
+
+// NewArrowBodyPool returns an allocator of the uncompressed bodies of
+// decoded batches (arrowmsg.BodyPool) for DecodeWith: a body is given back
+// when the batch is released (the last of its record's buffers), and the
+// next batch's decompresses into it without the zeroing a fresh allocation
+// costs. A batch's values read after its Release may then be another
+// batch's.
+func NewArrowBodyPool() memory.Allocator { return arrowmsg.NewBodyPool() }
+
+// DecodeWith is Decode with the batch's uncompressed Arrow body taken from
+// bodies (nil: the Go heap, as Decode), made by NewArrowBodyPool.
+func (d *ArrowDecoder) DecodeWith(b Batch, mem, bodies memory.Allocator) (*ArrowBatch, error) {
 	s, as := d.s, d.as
 	changeTypes, msg, err := checkArrow(b, s)
 	if err != nil {
@@ -455,7 +469,7 @@ func (d *ArrowDecoder) Decode(b Batch, mem memory.Allocator) (*ArrowBatch, error
 		rb := array.NewRecordBuilder(mem, as)
 		rec = rb.NewRecordBatch()
 		rb.Release()
-	} else if rec, err = d.dec.Decode(msg, mem); err != nil {
+	} else if rec, err = d.dec.DecodeWith(msg, mem, bodies); err != nil {
 		if errors.Is(err, arrowmsg.ErrCorrupt) {
 			return nil, fmt.Errorf("%w: %w", ErrCorruptBatch, err)
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"slices"
 	"sync"
 
@@ -215,6 +216,16 @@ func NewDecoder(schema *arrow.Schema) (*Decoder, error) {
 
 // Decode is Decode(msg, d's schema, mem).
 func (d *Decoder) Decode(msg []byte, mem memory.Allocator) (arrow.RecordBatch, error) {
+	return d.DecodeWith(msg, mem, nil)
+}
+
+// DecodeWith is Decode, with the uncompressed body taken from bodies (nil:
+// the Go heap, as Decode) when the buffers' declared lengths are within
+// what their bytes can expand to and the bound decodedSizeHint sets; the
+// record's buffers hold it, and the last of them released gives it back
+// (bodies.Free). bodies need not zero what it hands out (a BodyPool does
+// not): every byte of a body is written before it is read.
+func (d *Decoder) DecodeWith(msg []byte, mem, bodies memory.Allocator) (arrow.RecordBatch, error) {
 	schema := d.schema
 	h, err := check(msg, d.layouts)
 	if err != nil {
@@ -226,7 +237,22 @@ func (d *Decoder) Decode(msg []byte, mem memory.Allocator) (arrow.RecordBatch, e
 
 	// Lay the buffers out uncompressed in a fresh, 8-aligned body, so that
 	// arrow-go reads an uncompressed message and the record owns its memory.
-	body := make([]byte, 0, decodedSizeHint(&h))
+	var body, pooled []byte
+	if n, ok := decodedSize(&h); bodies != nil && ok {
+		// All of pooled's capacity, which bodies.Free may need to keep it
+		// (a BodyPool's classes): a frame that expands past n and into it
+		// is caught by appendDecompressed's length check.
+		pooled = bodies.Allocate(n)
+		body = pooled[:0]
+	} else {
+		body = make([]byte, 0, decodedSizeHint(&h))
+	}
+	// freeBody gives a pooled body back when no record holds it.
+	freeBody := func() {
+		if pooled != nil {
+			bodies.Free(pooled)
+		}
+	}
 	buffers := make([]Buffer, h.nBuffers)
 	for i := range buffers {
 		src := h.bufferBytes(i)
@@ -234,10 +260,18 @@ func (d *Decoder) Decode(msg []byte, mem memory.Allocator) (arrow.RecordBatch, e
 		if h.codec == CodecNone {
 			body = append(body, src...)
 		} else if body, err = appendDecompressed(body, h.codec, src); err != nil {
+			freeBody()
 			return nil, corruptf("buffer %d: %v", i, err)
 		}
 		buffers[i] = Buffer{Offset: int64(start), Length: int64(len(body) - start)}
-		body = append(body, make([]byte, pad8(len(body))-len(body))...)
+		body = append(body, make([]byte, pad8(len(body))-len(body))...) // zeroes the padding
+	}
+	var bodyBuf *memory.Buffer
+	if pooled != nil && len(body) > 0 && &body[0] == &pooled[0] {
+		bodyBuf = memory.NewBufferWithAllocator(body, bodies)
+	} else {
+		freeBody() // not used (no bytes), or outgrown: decodedSize was short
+		bodyBuf = memory.NewBufferBytes(body)
 	}
 	meta := make([]byte, metadataLen(h.nNodes, h.nBuffers, false))
 	nodesAt, buffersAt := putMetadata(meta, h.rows, int64(len(body)), h.nNodes, h.nBuffers, CodecNone)
@@ -248,8 +282,9 @@ func (d *Decoder) Decode(msg []byte, mem memory.Allocator) (arrow.RecordBatch, e
 
 	mr := &messages{list: []*ipc.Message{
 		ipc.NewMessage(memory.NewBufferBytes(d.smeta), memory.NewBufferBytes(nil)),
-		ipc.NewMessage(memory.NewBufferBytes(meta), memory.NewBufferBytes(body)),
+		ipc.NewMessage(memory.NewBufferBytes(meta), bodyBuf),
 	}}
+	bodyBuf.Release() // the message holds it, and the record's buffers slices of it
 	defer mr.release()
 	r, err := ipc.NewReaderFromMessageReader(mr, ipc.WithAllocator(mem))
 	if err != nil {
@@ -309,6 +344,75 @@ func decodedSizeHint(h *header) int {
 		total += pad8(n)
 	}
 	return min(total, 4*len(h.body)+1<<20)
+}
+
+// decodedSize returns the exact size of the uncompressed body Decode
+// builds, from the buffers' declared lengths, and whether they can be
+// trusted for it: each passes checkCompressed, and the total is within
+// decodedSizeHint's bound.
+func decodedSize(h *header) (int, bool) {
+	total := 0
+	for i := range h.nBuffers {
+		src := h.bufferBytes(i)
+		n := int64(len(src))
+		if h.codec != CodecNone {
+			var err error
+			if n, err = checkCompressed(h.codec, src); err != nil {
+				return 0, false
+			}
+		}
+		total += pad8(int(n))
+	}
+	return total, total <= 4*len(h.body)+1<<20
+}
+
+// BodyPool is a memory.Allocator for DecodeWith's bodies, which keeps the
+// bodies freed to it for later ones (sync.Pools per power of two, from 4
+// KiB). What it hands out is not zeroed, and may hold an earlier body's
+// bytes: it is for nothing but DecodeWith, which writes all of a body. It
+// is safe for concurrent use.
+type BodyPool struct {
+	classes [32]sync.Pool // of *[]byte of capacity 1<<class
+}
+
+// minBodyClass is the smallest body class: 4 KiB.
+const minBodyClass = 12
+
+// NewBodyPool returns an empty BodyPool.
+func NewBodyPool() *BodyPool { return &BodyPool{} }
+
+func bodyClass(size int) int { return max(minBodyClass, bits.Len(uint(max(size, 1)-1))) }
+
+// Allocate returns size bytes, not zeroed.
+func (p *BodyPool) Allocate(size int) []byte {
+	c := bodyClass(size)
+	if c >= len(p.classes) {
+		return make([]byte, size)
+	}
+	if b, ok := p.classes[c].Get().(*[]byte); ok {
+		return (*b)[:size]
+	}
+	return make([]byte, size, 1<<c)
+}
+
+// Reallocate returns size bytes starting with b's (DecodeWith never calls it).
+func (p *BodyPool) Reallocate(size int, b []byte) []byte {
+	if size <= cap(b) {
+		return b[:size]
+	}
+	nb := p.Allocate(size)
+	copy(nb, b)
+	p.Free(b)
+	return nb
+}
+
+// Free keeps b for a later Allocate, if it came from one.
+func (p *BodyPool) Free(b []byte) {
+	c := bodyClass(cap(b))
+	if c < len(p.classes) && cap(b) == 1<<c {
+		b = b[:cap(b)]
+		p.classes[c].Put(&b)
+	}
 }
 
 // messages is an ipc.MessageReader over messages in memory.
