@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -49,6 +51,7 @@ type scanConfig struct {
 	bucketMaxBytes int32
 	maxWait        time.Duration
 	skipCorrupt    bool
+	decoders       int  // batches decoded at once; 0 until NewLogScanner: GOMAXPROCS
 	noPrefetch     bool // the fetch before prefetching, for benchmarks (export_test.go)
 }
 
@@ -67,6 +70,14 @@ func FetchMaxBytes(total, perBucket int32) ScanOption {
 
 // MaxWait sets how long Poll waits on the server for new data (default 500ms).
 func MaxWait(d time.Duration) ScanOption { return func(c *scanConfig) { c.maxWait = d } }
+
+// DecodeConcurrency bounds how many of a fetch's Arrow batches are decoded
+// at once (ZSTD and the columns' validation, most of a scan's CPU), in
+// goroutines of the fetch that wait for each other before the fetch is
+// buffered. n ≤ 0 is the default, GOMAXPROCS when the scanner is made; 1
+// decodes them one after another in the fetch's goroutine. What a Poll
+// returns does not depend on it.
+func DecodeConcurrency(n int) ScanOption { return func(c *scanConfig) { c.decoders = n } }
 
 // SkipCorrupt makes the scanner go past a batch it cannot read (a
 // *CorruptBatchError) instead of stopping the bucket at it: DATA LOSS. The
@@ -112,8 +123,10 @@ type LogScanner struct {
 	cfg    scanConfig
 	schema record.Schema // of the columns read
 	// dec decodes batches of schema (nil if it cannot: each batch's
-	// decode then reports why).
-	dec *record.ArrowDecoder
+	// decode then reports why), into bodies taken from and given back to
+	// bodies (record.NewArrowBodyPool) by the batches' Release.
+	dec    *record.ArrowDecoder
+	bodies memory.Allocator
 
 	ctx    context.Context // of the fetches; cancelled by Close
 	cancel context.CancelFunc
@@ -151,6 +164,9 @@ func (t *Table) NewLogScanner(opts ...ScanOption) (*LogScanner, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	if cfg.decoders <= 0 {
+		cfg.decoders = runtime.GOMAXPROCS(0)
+	}
 	s := &LogScanner{t: t, cfg: cfg, schema: t.schema}
 	if len(cfg.columns) > 0 {
 		var cols []int
@@ -169,6 +185,7 @@ func (t *Table) NewLogScanner(opts ...ScanOption) (*LogScanner, error) {
 		s.schema = t.schema.Project(cols)
 	}
 	s.dec, _ = record.NewArrowDecoder(s.schema)
+	s.bodies = record.NewArrowBodyPool()
 	s.mu.offsets = map[int32]int64{}
 	s.mu.stopped = map[int32]*CorruptBatchError{}
 	s.mu.epoch = map[int32]uint64{}
@@ -296,7 +313,10 @@ func (fs Fetches) Errors() error {
 	return errors.Join(errs...)
 }
 
-// Release frees the Arrow memory of every batch.
+// Release frees the Arrow memory of every batch: their bodies go back to
+// the scanner, which decodes later batches into them, so what aliases them
+// (a RowView's strings and bytes, a batch's Record not retained) is not
+// valid afterwards. Records' rows are copies and stay valid.
 func (fs Fetches) Release() {
 	for _, f := range fs {
 		for _, b := range f.Batches {
@@ -426,10 +446,9 @@ func (s *LogScanner) sendLocked() {
 				}
 			}
 			// Decoded here, outside the lock, while the caller reads.
-			done := make([]fetched, len(results))
-			for i, r := range results {
-				done[i].f, done[i].next = s.decode(r, pos[r.Bucket])
-				done[i].epoch, done[i].failed = epochs[r.Bucket], err
+			done := s.decodeAll(results, pos)
+			for i := range done {
+				done[i].epoch, done[i].failed = epochs[results[i].Bucket], err
 			}
 			release() // the batches are decoded: the replies' buffers go back
 			s.mu.Lock()
@@ -530,10 +549,102 @@ func errorDetail(err error) *stromv1.ErrorDetail {
 	return &stromv1.ErrorDetail{Code: -1, Name: "UNKNOWN", Retriable: retriable(err), Message: err.Error()}
 }
 
-// decode turns one bucket's result, fetched from offset from, into its
-// BucketFetch and the bucket's next offset. A batch that cannot be read is
-// skipped (SkipCorrupt) or ends the fetch with a *CorruptBatchError.
-func (s *LogScanner) decode(r *stromv1.FetchBucketResult, from int64) (BucketFetch, int64) {
+// decodeAll decodes each of results, fetched from pos[bucket], into its
+// BucketFetch and the bucket's next offset (the f and next of the fetched
+// at the same index), with the batches of all of them decoded up to
+// cfg.decoders at once (parallel).
+func (s *LogScanner) decodeAll(results []*stromv1.FetchBucketResult, pos map[int32]int64) []fetched {
+	frames := make([]framed, len(results))
+	var jobs [][2]int // result, batch
+	for i, r := range results {
+		if r.Error != nil {
+			continue
+		}
+		frames[i] = frame(r.Records)
+		for j := range frames[i].batches {
+			jobs = append(jobs, [2]int{i, j})
+		}
+	}
+	parallel(s.cfg.decoders, len(jobs), func(k int) {
+		fr := &frames[jobs[k][0]]
+		j := jobs[k][1]
+		fr.decoded[j], fr.errs[j] = s.decodeBatch(fr.batches[j])
+	})
+	done := make([]fetched, len(results))
+	for i, r := range results {
+		done[i].f, done[i].next = s.decode(r, pos[r.Bucket], &frames[i])
+	}
+	return done
+}
+
+// parallel calls fn(0) to fn(jobs-1), up to n at once, and returns when all
+// have returned; with n ≤ 1 (or one job) in the caller's goroutine.
+func parallel(n, jobs int, fn func(int)) {
+	n = min(n, jobs)
+	if n <= 1 {
+		for k := range jobs {
+			fn(k)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	work := func() {
+		for k := int(next.Add(1) - 1); k < jobs; k = int(next.Add(1) - 1) {
+			fn(k)
+		}
+	}
+	for range n - 1 {
+		wg.Go(work)
+	}
+	work() // the caller is the nth
+	wg.Wait()
+}
+
+// framed is one bucket's records cut into batches (not checked yet), each
+// decoded by decodeBatch into decoded[i] or errs[i]; tail is the error of
+// the bytes after the last batch that could be cut (nil: none are left).
+type framed struct {
+	batches []record.Batch
+	decoded []*record.ArrowBatch
+	errs    []error
+	tail    error
+}
+
+// frame cuts data into its batches; they alias data.
+func frame(data []byte) framed {
+	var f framed
+	for len(data) > 0 {
+		b, rest, err := record.NextBatch(data)
+		if err != nil {
+			f.tail = err
+			break
+		}
+		f.batches = append(f.batches, b)
+		data = rest
+	}
+	f.decoded = make([]*record.ArrowBatch, len(f.batches))
+	f.errs = make([]error, len(f.batches))
+	return f
+}
+
+// decodeBatch checks b's CRC and decodes it. It is safe for concurrent use.
+func (s *LogScanner) decodeBatch(b record.Batch) (*record.ArrowBatch, error) {
+	if err := b.Validate(); err != nil {
+		return nil, err
+	}
+	if s.dec != nil {
+		return s.dec.DecodeWith(b, memory.DefaultAllocator, s.bodies)
+	}
+	return record.DecodeArrowBatch(b, s.schema, memory.DefaultAllocator)
+}
+
+// decode turns one bucket's result, fetched from offset from, and its
+// batches as decodeAll framed and decoded them, into its BucketFetch and the
+// bucket's next offset. A batch that cannot be read is skipped
+// (SkipCorrupt) or ends the fetch with a *CorruptBatchError; the batches
+// decoded after it are released.
+func (s *LogScanner) decode(r *stromv1.FetchBucketResult, from int64, fr *framed) (BucketFetch, int64) {
 	if from == EarliestOffset && (r.Error == nil || r.Error.Name == "CORRUPT_RECORD_EXCEPTION") {
 		from = r.LogStartOffset // where the node started reading
 	}
@@ -559,41 +670,39 @@ func (s *LogScanner) decode(r *stromv1.FetchBucketResult, from int64) (BucketFet
 		return f, from
 	}
 	next := from
-	for data := r.Records; len(data) > 0; {
-		b, rest, err := record.NextBatch(data)
-		if err != nil {
-			// No frame: the rest of the answer cannot be told apart.
-			if r.NextOffset <= next {
-				f.Err = fmt.Errorf("client: batch at offset %d: %w", next, err)
-				return f, next
-			}
-			if bad(&CorruptBatchError{Bucket: r.Bucket, Offset: next, NextOffset: r.NextOffset, Err: err}) {
-				return f, r.NextOffset
-			}
-			return f, next
-		}
-		data = rest
-		err = b.Validate()
-		var dec *record.ArrowBatch
-		if err == nil {
-			if s.dec != nil {
-				dec, err = s.dec.Decode(b, memory.DefaultAllocator)
-			} else {
-				dec, err = record.DecodeArrowBatch(b, s.schema, memory.DefaultAllocator)
-			}
-		}
-		if err != nil {
+	for i, b := range fr.batches {
+		if err := fr.errs[i]; err != nil {
 			e := &CorruptBatchError{Bucket: r.Bucket, Offset: max(next, b.BaseOffset()), NextOffset: b.NextOffset(), Err: err}
 			if !bad(e) {
+				releaseBatches(fr.decoded[i+1:])
 				return f, next
 			}
 			next = b.NextOffset()
 			continue
 		}
-		f.Batches = append(f.Batches, dec)
+		f.Batches = append(f.Batches, fr.decoded[i])
 		f.Offsets = append(f.Offsets, b.BaseOffset())
 		f.Timestamps = append(f.Timestamps, time.UnixMilli(b.CommitTimestamp()))
 		next = b.NextOffset()
 	}
+	if err := fr.tail; err != nil {
+		// No frame: the rest of the answer cannot be told apart.
+		if r.NextOffset <= next {
+			f.Err = fmt.Errorf("client: batch at offset %d: %w", next, err)
+			return f, next
+		}
+		if bad(&CorruptBatchError{Bucket: r.Bucket, Offset: next, NextOffset: r.NextOffset, Err: err}) {
+			return f, r.NextOffset
+		}
+	}
 	return f, next
+}
+
+// releaseBatches releases each batch of bs that is not nil.
+func releaseBatches(bs []*record.ArrowBatch) {
+	for _, b := range bs {
+		if b != nil {
+			b.Release()
+		}
+	}
 }

@@ -94,13 +94,19 @@ func pollAll(t *testing.T, sc *client.LogScanner) (ids []int64, skipped []*clien
 // naming its offsets (the scanner does not ask again and again), Subscribe
 // moves past it, and SkipCorrupt skips it and says so. Both ways a damaged
 // batch is seen: the node refuses it (a projected fetch checks the CRC) or
-// the client does (a full fetch is passed on as stored).
+// the client does (a full fetch is passed on as stored), with the batches
+// decoded one after another and at once (the third decoded before the
+// second's failure is seen, and released).
 func TestScannerStopsAtABatchItCannotRead(t *testing.T) {
 	tbl := storeWithDamage(t)
-	for _, columns := range [][]string{{"id"}, nil} {
-		t.Run(fmt.Sprintf("columns=%v", columns), func(t *testing.T) {
+	for _, tc := range []struct {
+		columns  []string
+		decoders int
+	}{{[]string{"id"}, 1}, {nil, 1}, {nil, 3}} {
+		columns := tc.columns
+		t.Run(fmt.Sprintf("columns=%v/decoders=%d", columns, tc.decoders), func(t *testing.T) {
 			ctx := context.Background()
-			sc, err := tbl.NewLogScanner(client.Columns(columns...), client.MaxWait(10*time.Millisecond))
+			sc, err := tbl.NewLogScanner(client.Columns(columns...), client.MaxWait(10*time.Millisecond), client.DecodeConcurrency(tc.decoders))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -125,7 +131,7 @@ func TestScannerStopsAtABatchItCannotRead(t *testing.T) {
 				t.Errorf("after Subscribe past it: %v, %v", ids, err)
 			}
 
-			skipping, err := tbl.NewLogScanner(client.Columns(columns...), client.MaxWait(10*time.Millisecond), client.SkipCorrupt())
+			skipping, err := tbl.NewLogScanner(client.Columns(columns...), client.MaxWait(10*time.Millisecond), client.SkipCorrupt(), client.DecodeConcurrency(tc.decoders))
 			if err != nil {
 				t.Fatal(err)
 			}
