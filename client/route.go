@@ -52,8 +52,9 @@ func (c *Client) apiNode(addr string) *node { return c.nodeAt(c.scheme + "://" +
 // metadata go to: the one that last answered.
 func (c *Client) seed() *node { return c.seeds[int(c.seedAt.Load())%len(c.seeds)] }
 
-// unreachable moves on from seed n to the next bootstrap server, unless
-// another caller has already.
+// unreachable moves on from seed n to the next bootstrap server (n cannot
+// be reached, or failed a call with a retriable error), unless another
+// caller has already.
 func (c *Client) unreachable(n *node) {
 	i := c.seedAt.Load()
 	if c.seeds[int(i)%len(c.seeds)] == n {
@@ -92,9 +93,11 @@ func viaTablet[Req, Resp any](m func(tabletAPI, context.Context, *connect.Reques
 }
 
 // callSeed sends req with m to a bootstrap server, moving on to the next
-// one when a server cannot be reached, again (see retry) while it fails
-// with a retriable error, until ctx ends or the client's retry timeout has
-// passed since the first try. For admin calls and InitWriter: any node
+// one when a server cannot be reached or fails with a retriable error (a
+// node cut off from the others but not from the client answers "not the
+// coordinator" until it is reachable again: the next server may answer at
+// once), again (see retry) while it fails with a retriable error, until
+// ctx ends or the client's retry timeout has passed since the first try. For admin calls and InitWriter: any node
 // serves them (a node proxies writes to the coordinator). A mutating call
 // whose answer was lost may, sent again, report that its effect exists
 // already (as with Kafka's admin client).
@@ -102,7 +105,7 @@ func callSeed[Req, Resp any](ctx context.Context, c *Client, m method[Req, Resp]
 	return retry(ctx, time.Now().Add(c.retryTimeout), c.onRetry, func(ctx context.Context) (*Resp, error) {
 		n := c.seed()
 		resp, err := callOnce(ctx, n, m(n), req)
-		if errors.Is(err, ErrUnreachable) {
+		if err != nil && retriable(err) {
 			c.unreachable(n)
 		}
 		return resp, err

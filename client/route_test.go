@@ -4,22 +4,27 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
 	"strom/client"
 	"strom/internal/metatest"
 	"strom/record"
 	stromv1 "strom/rpc/gen/strom/v1"
+	"strom/rpc/gen/strom/v1/stromv1connect"
 	"strom/server"
 )
 
@@ -437,5 +442,57 @@ func TestClientAcrossNodes(t *testing.T) {
 	}
 	if scanned != rows {
 		t.Errorf("scans found %d rows, want %d", scanned, rows)
+	}
+}
+
+// notCoordinatorAdmin answers every ListDatabases with the retriable error
+// of a node cut off from the coordinator, counting the calls.
+type notCoordinatorAdmin struct {
+	stromv1connect.UnimplementedAdminServiceHandler
+	calls atomic.Int32
+}
+
+func (a *notCoordinatorAdmin) ListDatabases(context.Context, *connect.Request[stromv1.ListDatabasesRequest]) (*connect.Response[stromv1.ListDatabasesResponse], error) {
+	a.calls.Add(1)
+	err := connect.NewError(connect.CodeUnavailable, errors.New("this node is not the coordinator (no other coordinator is known)"))
+	if d, derr := connect.NewErrorDetail(&stromv1.ErrorDetail{Code: 44, Name: "NOT_COORDINATOR", Retriable: true}); derr == nil {
+		err.AddDetail(d)
+	}
+	return nil, err
+}
+
+// answeringAdmin answers ListDatabases.
+type answeringAdmin struct {
+	stromv1connect.UnimplementedAdminServiceHandler
+}
+
+func (answeringAdmin) ListDatabases(context.Context, *connect.Request[stromv1.ListDatabasesRequest]) (*connect.Response[stromv1.ListDatabasesResponse], error) {
+	return connect.NewResponse(&stromv1.ListDatabasesResponse{Databases: []string{"fluss"}}), nil
+}
+
+// A bootstrap server that answers an admin call with a retriable error (a
+// node cut off from the others, not from the client) is left for the next
+// one, which answers: the call does not wait out the retry timeout on it.
+func TestAdminCallMovesOnFromARetriableSeed(t *testing.T) {
+	bad := &notCoordinatorAdmin{}
+	mux := http.NewServeMux()
+	mux.Handle(stromv1connect.NewAdminServiceHandler(bad))
+	a := httptest.NewServer(mux)
+	defer a.Close()
+	mux = http.NewServeMux()
+	mux.Handle(stromv1connect.NewAdminServiceHandler(answeringAdmin{}))
+	b := httptest.NewServer(mux)
+	defer b.Close()
+
+	c, err := client.New(a.URL+","+b.URL, client.WithRetryTimeout(20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dbs, err := c.Admin().ListDatabases(t.Context())
+	if err != nil || len(dbs) != 1 {
+		t.Fatalf("ListDatabases = %v, %v", dbs, err)
+	}
+	if n := bad.calls.Load(); n != 1 {
+		t.Fatalf("the retriable seed was called %d times, want once before the client moved on", n)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"sort"
 	"sync"
@@ -74,9 +73,11 @@ func MaxWait(d time.Duration) ScanOption { return func(c *scanConfig) { c.maxWai
 // DecodeConcurrency bounds how many of a fetch's Arrow batches are decoded
 // at once (ZSTD and the columns' validation, most of a scan's CPU), in
 // goroutines of the fetch that wait for each other before the fetch is
-// buffered. n ≤ 0 is the default, GOMAXPROCS when the scanner is made; 1
-// decodes them one after another in the fetch's goroutine. What a Poll
-// returns does not depend on it.
+// buffered. n ≤ 1 (the default) decodes them one after another in the
+// fetch's goroutine: on a machine whose cores the server and other work
+// keep busy, decoding at once was slower (docs/benchmarks.md); raise it
+// where the client has cores to spare. What a Poll returns does not
+// depend on it.
 func DecodeConcurrency(n int) ScanOption { return func(c *scanConfig) { c.decoders = n } }
 
 // SkipCorrupt makes the scanner go past a batch it cannot read (a
@@ -164,9 +165,7 @@ func (t *Table) NewLogScanner(opts ...ScanOption) (*LogScanner, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if cfg.decoders <= 0 {
-		cfg.decoders = runtime.GOMAXPROCS(0)
-	}
+	cfg.decoders = max(cfg.decoders, 1)
 	s := &LogScanner{t: t, cfg: cfg, schema: t.schema}
 	if len(cfg.columns) > 0 {
 		var cols []int
