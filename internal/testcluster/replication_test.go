@@ -472,8 +472,8 @@ func TestOldLeaderTruncatesItsDivergentTail(t *testing.T) {
 	defer c.Heal()
 	appendAcks(ctx, t, c, tbl, old, 1000, 1050, 1) // unacknowledged by the others
 	oldEnd := replicaOn(c.Node(int(old)), tb).Log().LogEndOffset()
-	nl := newLeader(ctx, t, another(c, old), tbl, old)
-	nl = appendToLeader(ctx, t, c, tbl, 30, 100, 10, 1).ID
+	newLeader(ctx, t, another(c, old), tbl, old)
+	nl := appendToLeader(ctx, t, c, tbl, 30, 100, 10, 1).ID
 	if end := replicaOn(c.Node(int(nl)), tb).Log().LogEndOffset(); end <= oldEnd {
 		t.Fatalf("new leader's log ends at %d, want past the old leader's %d so that the logs differ at the same offsets", end, oldEnd)
 	}
