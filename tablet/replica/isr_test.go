@@ -184,19 +184,13 @@ func TestAcksAllBelowMinISRFailsAtOnce(t *testing.T) {
 }
 
 // An acks=-1 write appended with two in sync, waiting for the follower,
-// when the ISR shrinks to the leader alone (min ISR 2): the shrink moves
-// the high watermark past it, but it is answered ErrNotEnoughReplicas, not
-// OK. Only the leader holds it, and the coordinator may elect the follower
-// that left (an eligible leader replica) without it (Kafka's
-// NOT_ENOUGH_REPLICAS_AFTER_APPEND).
+// when the ISR shrinks to the leader alone (min ISR 2): it is answered
+// ErrNotEnoughReplicas at once, not OK, and the high watermark stays
+// (TestHighWatermarkHeldBelowMinISR). Only the leader holds it, and the
+// coordinator may elect the follower that left (an eligible leader replica)
+// without it (Kafka's NOT_ENOUGH_REPLICAS_AFTER_APPEND).
 func TestAcksAllCommittedBelowMinISRIsNotAcknowledged(t *testing.T) {
-	meta := metatest.NewNode(t)
-	m := startManager(t, meta, t.TempDir(), func(c *Config) { c.MinInSyncReplicas = 2 })
-	id := createTable(t, meta, "t", 1, []int32{1})
-	tb := TableBucket{id, 0}
-	r := leadingReplica(t, m, tb)
-	setLeaderISR(t, meta, tb, catalog.LeaderAndISR{Leader: 1, LeaderEpoch: 3, ISR: []int32{1, 2}, BucketEpoch: 1})
-	waitFor(t, "the ISR of two", func() bool { return len(r.ISR()) == 2 })
+	meta, tb, r := leaderOfTwoMinTwo(t)
 	errc := make(chan error, 1)
 	go func() {
 		_, err := r.Append(context.Background(), batch(1), -1)
@@ -221,13 +215,7 @@ func TestAcksAllCommittedBelowMinISRIsNotAcknowledged(t *testing.T) {
 // node 3 lacked, and node 3 was elected from the ELR when node 2 was
 // partitioned: the records read below the high watermark were rewritten.
 func TestHighWatermarkHeldBelowMinISR(t *testing.T) {
-	meta := metatest.NewNode(t)
-	m := startManager(t, meta, t.TempDir(), func(c *Config) { c.MinInSyncReplicas = 2 })
-	id := createTable(t, meta, "t", 1, []int32{1})
-	tb := TableBucket{id, 0}
-	r := leadingReplica(t, m, tb)
-	setLeaderISR(t, meta, tb, catalog.LeaderAndISR{Leader: 1, LeaderEpoch: 3, ISR: []int32{1, 2}, BucketEpoch: 1})
-	waitFor(t, "the ISR of two", func() bool { return len(r.ISR()) == 2 })
+	meta, tb, r := leaderOfTwoMinTwo(t)
 	setLeaderISR(t, meta, tb, catalog.LeaderAndISR{Leader: 1, LeaderEpoch: 3, ISR: []int32{1}, BucketEpoch: 2, ELR: []int32{2}})
 	waitFor(t, "the ISR of one", func() bool { return len(r.ISR()) == 1 })
 	if _, err := r.Append(context.Background(), batch(3), 1); err != nil {
@@ -380,4 +368,18 @@ func TestAskedISRJoinHoldsTheHighWatermark(t *testing.T) {
 			}
 		})
 	}
+}
+
+// leaderOfTwoMinTwo is a replica leading a bucket at epoch 3 with the ISR
+// [1 2] at bucket epoch 1, min-in-sync 2.
+func leaderOfTwoMinTwo(t *testing.T) (*raftmeta.Node, TableBucket, *Replica) {
+	t.Helper()
+	meta := metatest.NewNode(t)
+	m := startManager(t, meta, t.TempDir(), func(c *Config) { c.MinInSyncReplicas = 2 })
+	id := createTable(t, meta, "t", 1, []int32{1})
+	tb := TableBucket{id, 0}
+	r := leadingReplica(t, m, tb)
+	setLeaderISR(t, meta, tb, catalog.LeaderAndISR{Leader: 1, LeaderEpoch: 3, ISR: []int32{1, 2}, BucketEpoch: 1})
+	waitFor(t, "the ISR of two", func() bool { return len(r.ISR()) == 2 })
+	return meta, tb, r
 }
