@@ -47,19 +47,7 @@ func createKVTable(ctx context.Context, t testing.TB, c *Cluster, name string) c
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	// Every replica starts in the ISR, but under load a node's session
-	// may expire at once (it leaves the ISR, and rejoins once caught up).
-	var tbl catalog.Table
-	waitUntil(ctx, t, "three replicas in the ISR", func() bool {
-		if err := l.Server().Metadata().Sync(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if tbl, err = catalog.New(l.Server().Metadata()).Table("fluss", name); err != nil {
-			t.Fatal(err)
-		}
-		return len(tbl.LeaderISR[0].ISR) == 3
-	})
-	return tbl
+	return waitFullISR(ctx, t, l, name)
 }
 
 // kvCodec encodes and decodes the rows and keys of a table.

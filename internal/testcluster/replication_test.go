@@ -144,19 +144,27 @@ func newReplicated(t *testing.T, ctx context.Context, name string) (*Cluster, ca
 	if n := len(tbl.Assignment.Buckets[0]); n != 3 {
 		t.Fatalf("replicas %v, want three", tbl.Assignment.Buckets[0])
 	}
-	// Every replica starts in the ISR, but under load a node's session
-	// may expire at once (it leaves the ISR, and rejoins once caught up),
-	// as createKVTable waits too.
+	return c, waitFullISR(ctx, t, l, name)
+}
+
+// waitFullISR waits until bucket 0 of table fluss.name has three replicas
+// in its ISR, as l's metadata shows it, and returns the table. Every
+// replica starts in the ISR, but under load a node's session may expire at
+// once (it leaves the ISR, and rejoins once caught up).
+func waitFullISR(ctx context.Context, t testing.TB, l *Node, name string) catalog.Table {
+	t.Helper()
+	var tbl catalog.Table
 	waitUntil(ctx, t, "three replicas in the ISR", func() bool {
 		if err := l.Server().Metadata().Sync(ctx); err != nil {
 			t.Fatal(err)
 		}
+		var err error
 		if tbl, err = catalog.New(l.Server().Metadata()).Table("fluss", name); err != nil {
 			t.Fatal(err)
 		}
 		return len(tbl.LeaderISR[0].ISR) == 3
 	})
-	return c, tbl
+	return tbl
 }
 
 // leading waits until node leader leads bucket 0 of tbl and returns its
