@@ -94,6 +94,10 @@ type Replica struct {
 		// and a follower outside the ISR rejoins only with a log end at
 		// least this (isr.go).
 		epochStart int64
+		// startHW is, on the leader, the high watermark when its leader
+		// epoch started: everything below it was committed by an earlier
+		// leadership (confirmCommitted checks no follower for it).
+		startHW int64
 		// leaderSince is when this node's leadership started: a follower
 		// in the ISR that has not fetched since counts as caught up then.
 		leaderSince time.Time
@@ -245,7 +249,7 @@ func (r *Replica) setLeaderAndISR(leader, epoch int32, isr []int32) error {
 	}
 	switch {
 	case leader == r.nodeID && (!wasLeader || epoch != oldEpoch):
-		r.mu.epochStart, r.mu.leaderSince = r.log.LogEndOffset(), time.Now()
+		r.mu.epochStart, r.mu.startHW, r.mu.leaderSince = r.log.LogEndOffset(), r.log.HighWatermark(), time.Now()
 		r.mu.followers = map[int32]FollowerState{}
 		if err := r.log.AssignEpoch(epoch, r.log.LogEndOffset()); err != nil {
 			return fmt.Errorf("bucket %s: start leader epoch %d: %w", r.tb, epoch, err)
@@ -545,6 +549,11 @@ func (r *Replica) confirmCommitted(ctx context.Context, epoch int32, last int64)
 	if lisr.Leader != r.nodeID || lisr.LeaderEpoch != epoch {
 		return fmt.Errorf("bucket %s: %w (the write is not acknowledged: the metadata names leader %d at epoch %d, this node appended it at epoch %d)",
 			r.tb, ErrNotLeader, lisr.Leader, lisr.LeaderEpoch, epoch)
+	}
+	if last < r.mu.startHW {
+		// A writer's retry of a batch an earlier leadership committed
+		// (a duplicate): the followers need not fetch again in this one.
+		return nil
 	}
 	for _, id := range lisr.ISR {
 		if id == r.nodeID {
