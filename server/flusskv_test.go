@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -695,5 +696,62 @@ func TestLookupMaxBytes(t *testing.T) {
 	}
 	if code, out := postJSON(t, s, "Lookup", `{"database":"fluss","table":"big","keys":[{"tenant":1,"id":3}]}`); code != 200 || !strings.Contains(out, `"vvvv`) {
 		t.Fatalf("Connect Lookup of 1 key: %d %s", code, out)
+	}
+}
+
+// A LOOKUP or PREFIX_LOOKUP of several buckets runs one metadata read
+// barrier, shared by its buckets, as the Connect API's Lookup does. Before,
+// the Fluss listener ran one per bucket, one after another (4 here; a
+// Fluss client's request names every bucket of the table the node leads).
+func TestFlussLookupOneReadBarrier(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.FlussListen = freeAddr(t)
+	s := startServer(t, cfg)
+	const ddl = "id BIGINT NOT NULL, name STRING"
+	const buckets = 4
+	info := createTable(t, s, "fluss", "barriers", ddl, buckets, "id")
+	schema := schemaOf(t, ddl)
+	schema.PrimaryKey = []string{"id"}
+	kc := newKvCodecs(t, schema, info.SchemaId, buckets, []string{"id"})
+	c := dialFluss(t, cfg.FlussListen)
+
+	lookup := &flusspb.LookupRequest{TableId: proto.Int64(info.TableId)}
+	prefix := &flusspb.PrefixLookupRequest{TableId: proto.Int64(info.TableId)}
+	seen := map[int32]bool{}
+	for id := int64(0); len(seen) < buckets; id++ {
+		k := record.Row{id, nil}
+		if b := kc.bucketOf(k); !seen[b] {
+			seen[b] = true
+			lookup.BucketsReq = append(lookup.BucketsReq, &flusspb.PbLookupReqForBucket{BucketId: proto.Int32(b), Keys: [][]byte{kc.key(k)}})
+			prefix.BucketsReq = append(prefix.BucketsReq, &flusspb.PbPrefixLookupReqForBucket{BucketId: proto.Int32(b), Keys: [][]byte{kc.bucketKey(k)}})
+		}
+	}
+	var barriers atomic.Int32
+	readBarrierHook = func() { barriers.Add(1) }
+	t.Cleanup(func() { readBarrierHook = nil })
+
+	var lr flusspb.LookupResponse
+	if code := flussCall(t, c, protocol.Lookup, lookup, &lr); code != protocol.None {
+		t.Fatalf("LOOKUP: %s", code)
+	}
+	for _, r := range lr.BucketsResp {
+		if r.ErrorCode != nil || len(r.Values) != 1 || r.Values[0].Values != nil {
+			t.Fatalf("LOOKUP bucket %d: %v, want one absent key", r.GetBucketId(), r)
+		}
+	}
+	if n := barriers.Swap(0); n != 1 {
+		t.Fatalf("LOOKUP of %d buckets ran %d read barriers, want 1", buckets, n)
+	}
+	var pr flusspb.PrefixLookupResponse
+	if code := flussCall(t, c, protocol.PrefixLookup, prefix, &pr); code != protocol.None {
+		t.Fatalf("PREFIX_LOOKUP: %s", code)
+	}
+	for _, r := range pr.BucketsResp {
+		if r.ErrorCode != nil || len(r.ValueLists) != 1 {
+			t.Fatalf("PREFIX_LOOKUP bucket %d: %v", r.GetBucketId(), r)
+		}
+	}
+	if n := barriers.Load(); n != 1 {
+		t.Fatalf("PREFIX_LOOKUP of %d buckets ran %d read barriers, want 1", buckets, n)
 	}
 }

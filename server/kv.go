@@ -319,6 +319,10 @@ type readBarrier struct {
 	err  error
 }
 
+// readBarrierHook, when a test sets it, runs at every read barrier a
+// request runs (confirmLeader), to count them.
+var readBarrierHook func()
+
 // kvOf returns the leader's KV tablet of a bucket for a linearizable read:
 // this node's replica leads the bucket at some epoch, and, after rb (which
 // began after the request arrived), the metadata still names this node its
@@ -359,6 +363,9 @@ func (h *tabletHandler) leaderISRNow(t catalog.Table, tb replica.TableBucket) (c
 // this node the leader of tb at epoch.
 func (h *tabletHandler) confirmLeader(ctx context.Context, rb *readBarrier, t catalog.Table, tb replica.TableBucket, epoch int32) error {
 	if !rb.done {
+		if readBarrierHook != nil {
+			readBarrierHook()
+		}
 		bctx, cancel := context.WithTimeout(ctx, readBarrierTimeout)
 		rb.err = h.s.meta.ReadIndex(bctx)
 		cancel()

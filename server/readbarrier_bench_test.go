@@ -2,9 +2,13 @@ package server
 
 import (
 	"context"
+	"os"
+	"slices"
 	"testing"
 
+	"strom/fluss/listener"
 	"strom/internal/benchcpu"
+	"strom/raftmeta/catalog"
 	"strom/record"
 )
 
@@ -70,4 +74,77 @@ func BenchmarkLookupReadBarrier(b *testing.B) {
 	}{{"without", without}, {"with", with}} {
 		benchcpu.Run(b, bc.name, bc.fn)
 	}
+}
+
+// BenchmarkFlussLookupBarriers measures the Fluss listener's LOOKUP read
+// of one key in each of 8 buckets on a single node (docs/benchmarks.md,
+// "Fluss LOOKUP: one read barrier a request"): "per-bucket" runs a read
+// barrier for every bucket, as the listener did before, "shared" one for
+// the request (flussKV.NewRead). STROM_BENCH_REVERSE=1 runs them in the
+// other order.
+func BenchmarkFlussLookupBarriers(b *testing.B) {
+	s := startServer(b, testConfig(b, b.TempDir()))
+	const buckets = 8
+	createTable(b, s, "shop", "wide", "id BIGINT NOT NULL, v STRING", buckets, "id")
+	h := &tabletHandler{s: s}
+	kt, err := h.kvTable("shop", "wide")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	keys := make([][][]byte, buckets) // one key in each bucket
+	for id, found := int64(0), 0; found < buckets; id++ {
+		row := record.Row{id, "v"}
+		bucket, err := kt.bucketOf(row)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if keys[bucket] != nil {
+			continue
+		}
+		key, err := kt.pk.AppendRow(nil, row)
+		if err != nil {
+			b.Fatal(err)
+		}
+		keys[bucket] = [][]byte{key}
+		found++
+	}
+	f := flussKV{h: h}
+	read := func(next func() listener.KVRead) func() error {
+		return func() error {
+			budget := f.LookupMaxBytes()
+			rd := next()
+			for bucket := range int32(buckets) {
+				if _, err := rd.Lookup(ctx, kt.Table, bucket, keys[bucket], &budget); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	cases := []struct {
+		name string
+		fn   func() error
+	}{
+		{"per-bucket", read(func() listener.KVRead { return perBucketRead{f} })},
+		{"shared", read(f.NewRead)},
+	}
+	if os.Getenv("STROM_BENCH_REVERSE") == "1" { // as client/bench_test.go's variants
+		slices.Reverse(cases)
+	}
+	for _, bc := range cases {
+		benchcpu.Run(b, bc.name, bc.fn)
+	}
+}
+
+// perBucketRead is the listener's read before flussKV.NewRead: a read
+// barrier for every bucket.
+type perBucketRead struct{ f flussKV }
+
+func (r perBucketRead) Lookup(ctx context.Context, t catalog.Table, bucket int32, keys [][]byte, budget *int) ([][]byte, error) {
+	return r.f.NewRead().Lookup(ctx, t, bucket, keys, budget)
+}
+
+func (r perBucketRead) PrefixLookup(ctx context.Context, t catalog.Table, bucket int32, prefixes [][]byte, budget *int) ([][][]byte, error) {
+	return r.f.NewRead().PrefixLookup(ctx, t, bucket, prefixes, budget)
 }

@@ -36,17 +36,14 @@ type KVNode interface {
 	// fails the write, unwritten) and returns once the changelog batch is
 	// in the log (or refused); the acknowledgement is the Pending's Wait.
 	PutKv(ctx context.Context, t catalog.Table, bucket int32, batch []byte, targets []int, acks int, inTurn func(context.Context) error) (Pending, error)
-	// Lookup returns the KV value (schema id int16 LE + compacted row) of
-	// each key (a compacted primary key) in a bucket this node leads, nil
-	// for an absent key, the values of one request sharing *budget bytes
-	// (from LookupMaxBytes; past it: an error wrapping rpc.ErrLimitExceeded).
-	Lookup(ctx context.Context, t catalog.Table, bucket int32, keys [][]byte, budget *int) ([][]byte, error)
+	// NewRead returns the reader of one LOOKUP or PREFIX_LOOKUP request.
+	// The request's buckets are read through it one after another and
+	// share what the node checks once per request (its metadata read
+	// barrier, as the Connect API's Lookup shares one between a request's
+	// buckets); it is not safe for concurrent use.
+	NewRead() KVRead
 	// LookupMaxBytes bounds one lookup's values (kv.lookup.max-bytes).
 	LookupMaxBytes() int
-	// PrefixLookup returns, per prefix (a compacted bucket key, a prefix of
-	// the primary key), the values of its rows in key order, the values of
-	// one request sharing *budget bytes (from PrefixLookupMaxBytes).
-	PrefixLookup(ctx context.Context, t catalog.Table, bucket int32, prefixes [][]byte, budget *int) ([][][]byte, error)
 	// PrefixLookupMaxBytes bounds one prefix lookup's values
 	// (kv.prefix-lookup.max-bytes).
 	PrefixLookupMaxBytes() int
@@ -56,6 +53,20 @@ type KVNode interface {
 	// watermark. Both check limit as the Connect API's LimitScan does.
 	LimitScanKv(ctx context.Context, t catalog.Table, bucket int32, limit int32) ([][]byte, error)
 	LimitScanLog(ctx context.Context, t catalog.Table, bucket int32, limit int32) ([]byte, error)
+}
+
+// KVRead reads the buckets of one LOOKUP or PREFIX_LOOKUP request
+// (KVNode.NewRead).
+type KVRead interface {
+	// Lookup returns the KV value (schema id int16 LE + compacted row) of
+	// each key (a compacted primary key) in a bucket this node leads, nil
+	// for an absent key, the values of one request sharing *budget bytes
+	// (from LookupMaxBytes; past it: an error wrapping rpc.ErrLimitExceeded).
+	Lookup(ctx context.Context, t catalog.Table, bucket int32, keys [][]byte, budget *int) ([][]byte, error)
+	// PrefixLookup returns, per prefix (a compacted bucket key, a prefix of
+	// the primary key), the values of its rows in key order, the values of
+	// one request sharing *budget bytes (from PrefixLookupMaxBytes).
+	PrefixLookup(ctx context.Context, t catalog.Table, bucket int32, prefixes [][]byte, budget *int) ([][][]byte, error)
 }
 
 // kvHandlers are the primary-key keys' handlers.
@@ -250,6 +261,7 @@ func (s *Server) lookup(ctx context.Context, version int16, req *flusspb.LookupR
 		return nil, err
 	}
 	budget := n.LookupMaxBytes()
+	rd := n.NewRead() // one read barrier for all the buckets
 	resp := &flusspb.LookupResponse{}
 	for _, br := range req.BucketsReq {
 		res := &flusspb.PbLookupRespForBucket{BucketId: proto.Int32(br.GetBucketId()), PartitionId: br.PartitionId}
@@ -258,7 +270,7 @@ func (s *Server) lookup(ctx context.Context, version int16, req *flusspb.LookupR
 			setBucketError(&res.ErrorCode, &res.ErrorMessage, err)
 			continue
 		}
-		values, err := n.Lookup(ctx, t, br.GetBucketId(), br.Keys, &budget)
+		values, err := rd.Lookup(ctx, t, br.GetBucketId(), br.Keys, &budget)
 		if err != nil {
 			setBucketError(&res.ErrorCode, &res.ErrorMessage, fmt.Errorf("bucket %d: %w", br.GetBucketId(), err))
 			continue
@@ -286,6 +298,7 @@ func (s *Server) prefixLookup(ctx context.Context, version int16, req *flusspb.P
 			t.Database, t.Name, strings.Join(bk, ", "), strings.Join(pk, ", "))}
 	}
 	budget := n.PrefixLookupMaxBytes()
+	rd := n.NewRead()
 	resp := &flusspb.PrefixLookupResponse{}
 	for _, br := range req.BucketsReq {
 		res := &flusspb.PbPrefixLookupRespForBucket{BucketId: proto.Int32(br.GetBucketId()), PartitionId: br.PartitionId}
@@ -294,7 +307,7 @@ func (s *Server) prefixLookup(ctx context.Context, version int16, req *flusspb.P
 			setBucketError(&res.ErrorCode, &res.ErrorMessage, err)
 			continue
 		}
-		lists, err := n.PrefixLookup(ctx, t, br.GetBucketId(), br.Keys, &budget)
+		lists, err := rd.PrefixLookup(ctx, t, br.GetBucketId(), br.Keys, &budget)
 		if err != nil {
 			setBucketError(&res.ErrorCode, &res.ErrorMessage, fmt.Errorf("bucket %d: %w", br.GetBucketId(), err))
 			continue
