@@ -1,6 +1,15 @@
 package protocol
 
-import "testing"
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+)
 
 // The tables carry Fluss 0.9.1's values: spot checks against ApiKeys.java and
 // Errors.java, and the key ids dense from 1000 as Info assumes.
@@ -91,4 +100,57 @@ func TestMessages(t *testing.T) {
 	if _, _, ok := Messages(999); ok {
 		t.Error("Messages(999) found messages for a key Fluss does not have")
 	}
+}
+
+// Messages allocates the two messages it returns and nothing else: the
+// listener calls it for every request, and it used to build each key's
+// message names (ToLower, Split, concatenations) and look them up in the
+// registry every time.
+func TestMessagesAllocatesOnlyTheMessages(t *testing.T) {
+	Messages(Lookup) // the types are found once
+	if n := testing.AllocsPerRun(100, func() { Messages(Lookup) }); n > 2 {
+		t.Fatalf("Messages(LOOKUP) allocates %.0f times, want 2 (the request and the response)", n)
+	}
+}
+
+// BenchmarkMessages is Messages for a key ("cached") against the lookup
+// it replaced ("by-name": the names built and found in the registry for
+// every call), in one process; STROM_BENCH_REVERSE=1 runs them in the other
+// order. docs/benchmarks.md has the figures.
+func BenchmarkMessages(b *testing.B) {
+	cases := []struct {
+		name string
+		fn   func(APIKey) (proto.Message, proto.Message, bool)
+	}{{"by-name", messagesByName}, {"cached", Messages}}
+	if os.Getenv("STROM_BENCH_REVERSE") == "1" {
+		slices.Reverse(cases)
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				c.fn(Lookup)
+			}
+		})
+	}
+}
+
+// messagesByName is Messages as it was before messageTypes.
+func messagesByName(key APIKey) (req, resp proto.Message, ok bool) {
+	info, ok := Info(key)
+	if !ok {
+		return nil, nil, false
+	}
+	stem := messageStem[key]
+	if stem == "" {
+		for _, w := range strings.Split(strings.ToLower(info.Name), "_") {
+			stem += strings.ToUpper(w[:1]) + w[1:]
+		}
+	}
+	reqType, err1 := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName("fluss." + stem + "Request"))
+	respType, err2 := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName("fluss." + stem + "Response"))
+	if err1 != nil || err2 != nil {
+		return nil, nil, false
+	}
+	return reqType.New().Interface(), respType.New().Interface(), true
 }
