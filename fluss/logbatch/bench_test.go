@@ -73,3 +73,21 @@ func BenchmarkConvert(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkToFlussOneByOne converts a fetch answer's 64 batches one at a
+// time onto one answer, as the Fluss listener's projected FETCH_LOG does
+// (projection.add), from an empty answer each time.
+func BenchmarkToFlussOneByOne(b *testing.B) {
+	strom, _ := benchBuffers(b, 1, 500)
+	b.SetBytes(int64(64 * len(strom)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var out []byte
+		for range 64 {
+			var err error
+			if out, err = ToFluss(out, strom); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"slices"
 )
 
 // Magic values (FORMATS.md §4.1). Magic 1 is read as 0.9.1 defines it
@@ -232,12 +233,11 @@ func appendV1(dst, b []byte) []byte {
 	return dst
 }
 
-// grow returns dst with room for n more bytes.
+// grow returns dst with room for n more bytes. It grows the way append
+// does (slices.Grow), not to the exact size: the Fluss listener's projected
+// FETCH_LOG converts batch after batch onto one answer, and growing that to
+// the exact size each time copied everything before it again, quadratic in
+// the answer's batches.
 func grow(dst []byte, n int) []byte {
-	if cap(dst)-len(dst) >= n {
-		return dst
-	}
-	out := make([]byte, len(dst), len(dst)+n)
-	copy(out, dst)
-	return out
+	return slices.Grow(dst, n)
 }
