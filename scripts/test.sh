@@ -82,8 +82,11 @@ step "allocation tests (without -race, which changes allocation)"
 # Files built with !race: they measure what the produce path allocates, that
 # counting produce and fetch for /metrics allocates nothing, that a fetch
 # does not copy its log read, and that the leader's replica fetch reads into
-# pooled buffers.
+# pooled buffers; and, on the Fluss listener's path, that converting batch after
+# batch onto one answer grows it amortised and that finding a request's message
+# types allocates only the messages.
 go test -count=1 -run 'DoesNotCopy|AllocatesNothing|LendsReadBuffers' "$@" ./server/ ./client/
+go test -count=1 -run 'GrowsAmortised|AllocatesOnlyTheMessages' "$@" ./fluss/logbatch/ ./fluss/protocol/
 
 step "the Curator differential suite: the Java client and Curator's recipes, shim vs ZooKeeper"
 # Installs the zookeeper and curator-recipes jars with Maven into a cache once.

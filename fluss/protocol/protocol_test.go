@@ -102,17 +102,6 @@ func TestMessages(t *testing.T) {
 	}
 }
 
-// Messages allocates the two messages it returns and nothing else: the
-// listener calls it for every request, and it used to build each key's
-// message names (ToLower, Split, concatenations) and look them up in the
-// registry every time.
-func TestMessagesAllocatesOnlyTheMessages(t *testing.T) {
-	Messages(Lookup) // the types are found once
-	if n := testing.AllocsPerRun(100, func() { Messages(Lookup) }); n > 2 {
-		t.Fatalf("Messages(LOOKUP) allocates %.0f times, want 2 (the request and the response)", n)
-	}
-}
-
 // BenchmarkMessages is Messages for a key ("cached") against the lookup
 // it replaced ("by-name": the names built and found in the registry for
 // every call), in one process; STROM_BENCH_REVERSE=1 runs them in the other
