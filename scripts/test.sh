@@ -12,7 +12,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n== %s\n' "$*"; }
+# Each step's header carries the minutes and seconds since the start, so a
+# slow step shows in CI's log (the whole must stay under 30 minutes on 2 cores).
+start=$SECONDS
+step() { printf '\n== [%dm%02ds] %s\n' $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)) "$*"; }
 
 step "gofmt"
 unformatted=$(find . -name '*.go' -not -path './rpc/gen/*' -not -path './fluss/gen/*' -not -path './.git/*' -print0 | xargs -0 gofmt -l)
@@ -134,3 +137,5 @@ if [ "${STROM_DOCKER_TEST:-}" = 1 ]; then
     exit "$rc"
   fi
 fi
+
+step "done"
