@@ -13,7 +13,9 @@
 # an order that rotates from round to round. SYSTEMS="strom-fluss fluss" compares the servers with
 # the very same client: strom-fluss is a fresh Strom node with a fluss.listen, and FlussBench.java
 # (Fluss's Java client, fluss.sh TARGET=) run against it exactly as against Fluss. Each system waits for a quiet box first. The table
-# has the medians over the rounds; progress goes to stderr. Peers are installed into PEERS_DIR
+# has the medians over the rounds, and a second table each workload's CPU time a record, the
+# servers' and the client's (from /proc and getrusage, which a busy box moves far less than the
+# rates); progress goes to stderr. Peers are installed into PEERS_DIR
 # once (mvn, javac; Debian's openjdk, maven and zookeeper when missing).
 # Env: ROUNDS (3), N (log rows for all three, 200000), KV_N (PK rows, Strom and Fluss, 200000),
 #      WIDE_N (rows of the 8-column workload, 100000; 0 skips it), SYSTEMS ("strom fluss kafka": a
@@ -121,18 +123,18 @@ run_strom() { # OUT LOG: Strom's Go client (internal/peerbench)
   start_strom "$2" || { printf '{"peer":"strom","ok":false,"error":"%s"}\n' "$START_ERR" > "$1"; return 1; }
   local rc=0
   # (peerbench's experiment knobs leave the paired workload: never from here)
-  env -u SCAN_ROWS STROM_VERSION="$STROM_REV" DATA_DIR="$NODE_DIR/data" N="$N" KV_N="$KV_N" WIDE_N="$WIDE_N" \
+  env -u SCAN_ROWS STROM_VERSION="$STROM_REV" DATA_DIR="$NODE_DIR/data" SERVER_PIDS="$NODE_PID" N="$N" KV_N="$KV_N" WIDE_N="$WIDE_N" \
     timeout 600 "$SBS/peerbench" bench "127.0.0.1:$NODE_API" > "$1" 2>> "$2" || rc=$?
   end_strom "$2" "$rc"
 }
 run_strom_fluss() { # OUT LOG: Fluss's Java client, FlussBench.java as for fluss, against the node's fluss.listen
   start_strom "$2" fluss || { printf '{"peer":"strom-fluss","ok":false,"error":"%s"}\n' "$START_ERR" > "$1"; return 1; }
   local rc=0
-  env -u PORT -u DATA_DIR MODE=bench TARGET="127.0.0.1:$NODE_FLUSS" PEER=strom-fluss PEER_VERSION="$STROM_REV" \
+  env -u PORT -u DATA_DIR MODE=bench TARGET="127.0.0.1:$NODE_FLUSS" SERVER_PIDS="$NODE_PID" PEER=strom-fluss PEER_VERSION="$STROM_REV" \
     N="$N" KV_N="$KV_N" WIDE_N="$WIDE_N" PEERS_DIR="$PEERS_DIR" timeout 900 bash "$PEERS/fluss.sh" > "$1" 2>> "$2" || rc=$?
   end_strom "$2" "$rc"
 }
-run_fluss() { env -u PORT MODE=bench N="$N" KV_N="$KV_N" WIDE_N="$WIDE_N" PEERS_DIR="$PEERS_DIR" timeout 900 bash "$PEERS/fluss.sh" > "$1" 2> "$2"; }
+run_fluss() { env -u PORT -u SERVER_PIDS MODE=bench N="$N" KV_N="$KV_N" WIDE_N="$WIDE_N" PEERS_DIR="$PEERS_DIR" timeout 900 bash "$PEERS/fluss.sh" > "$1" 2> "$2"; }
 run_kafka() { env -u PORT -u CONTROLLER_PORT -u SIZE -u PARTITIONS -u POOL -u PRODUCER_PROPS WORKLOAD=wide N="$N" ACKS=all \
   PEERS_DIR="$PEERS_DIR" timeout 900 bash "$PEERS/kafka.sh" > "$1" 2> "$2"; }
 

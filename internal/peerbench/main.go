@@ -22,7 +22,9 @@
 // stored size), plus the client settings BATCH_SIZE (2 MiB, Fluss's
 // client.writer.batch-size), LOOKUP_BATCH (128), LOOKUP_BATCH_TIMEOUT
 // (100ms: Fluss's client.lookup.* defaults), SCAN_WAIT (0s), and CPUPROFILE
-// (a file: write a CPU profile of the client).
+// (a file: write a CPU profile of the client), SERVER_PIDS (the server's
+// processes: each workload then reports their CPU time beside the client's,
+// cpu.go).
 // An experiment that leaves the paired workload (never used by
 // bench-peers.sh): SCAN_ROWS=records reads rows through Fetches.Records().
 // Progress goes to stderr.
@@ -174,6 +176,7 @@ func bench(ctx context.Context, addr string) (*omap, error) {
 		return nil, err
 	}
 	var firstErr error
+	cpu := startCPU()
 	t0 := time.Now()
 	for _, r := range rows {
 		if f := w.Append(ctx, r); firstErr == nil && isDone(f) && f.Err() != nil {
@@ -188,7 +191,7 @@ func bench(ctx context.Context, addr string) (*omap, error) {
 	if err := w.Close(ctx); err != nil {
 		return nil, fmt.Errorf("close append writer: %w", err)
 	}
-	prod := rate(int64(n), int64(n)*rowPayload, secs)
+	prod := cpu.put(rate(int64(n), int64(n)*rowPayload, secs), int64(n))
 	if stored := storedLogBytes(env("DATA_DIR", ""), info.TableId); stored > 0 {
 		prod.put("stored_mib", round(float64(stored)/1048576, 2))
 		prod.put("stored_mib_s", round(float64(stored)/secs/1048576, 2))
@@ -334,6 +337,7 @@ func upsertAll(ctx context.Context, t *client.Table, rows []record.Row, payload 
 		return nil, err
 	}
 	var firstErr error
+	cpu := startCPU()
 	t0 := time.Now()
 	for _, r := range rows {
 		if f := uw.Upsert(ctx, r); firstErr == nil && isDone(f) && f.Err() != nil {
@@ -348,7 +352,7 @@ func upsertAll(ctx context.Context, t *client.Table, rows []record.Row, payload 
 	if err := uw.Close(ctx); err != nil {
 		return nil, fmt.Errorf("close upsert writer: %w", err)
 	}
-	return rate(int64(len(rows)), int64(len(rows))*payload, secs), nil
+	return cpu.put(rate(int64(len(rows)), int64(len(rows))*payload, secs), int64(len(rows))), nil
 }
 
 // retry runs f until it succeeds or returns a non-retriable error, for a
@@ -421,6 +425,7 @@ func scanAll(ctx context.Context, t *client.Table, proj []string, wait time.Dura
 	}
 	var got, checksum int64
 	deadline := time.Now().Add(getTimeout)
+	cpu := startCPU()
 	t0 := time.Now()
 	for got < total {
 		if time.Now().After(deadline) {
@@ -460,7 +465,7 @@ func scanAll(ctx context.Context, t *client.Table, proj []string, wait time.Dura
 	if checksum != got*int64(cols) {
 		return nil, fmt.Errorf("projected rows have %d fields, want %d", checksum/max(1, got), cols)
 	}
-	return rate(got, got*payload, secs).put("columns", cols), nil
+	return cpu.put(rate(got, got*payload, secs).put("columns", cols), got), nil
 }
 
 // lookups looks every key up with Lookuper.Get, inflight calls outstanding
@@ -480,6 +485,7 @@ func lookups(ctx context.Context, t *client.Table, keys []int64, inflight, batch
 	cctx, cancel := context.WithTimeout(ctx, getTimeout)
 	defer cancel()
 	var wg sync.WaitGroup
+	cpu := startCPU()
 	t0 := time.Now()
 	for w := 0; w < min(inflight, n); w++ {
 		wg.Add(1)
@@ -512,8 +518,8 @@ func lookups(ctx context.Context, t *client.Table, keys []int64, inflight, batch
 		return nil, fmt.Errorf("%d upserted keys not found by lookup", m)
 	}
 	slices.Sort(lat)
-	return (&omap{}).put("keys", n).put("inflight", inflight).put("seconds", round(secs, 3)).
+	return cpu.put((&omap{}).put("keys", n).put("inflight", inflight).put("seconds", round(secs, 3)).
 		put("ops_s", int64(float64(n)/secs+0.5)).
 		put("p50_ms", round(float64(lat[n/2])/1e6, 3)).
-		put("p99_ms", round(float64(lat[min(n-1, int(float64(n)*0.99))])/1e6, 3)), nil
+		put("p99_ms", round(float64(lat[min(n-1, int(float64(n)*0.99))])/1e6, 3)), int64(n)), nil
 }

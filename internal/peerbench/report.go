@@ -75,6 +75,26 @@ var extras = []benchCase{
 	{"kafka_produce_p99_ms", "Kafka produce p99 ms (queued in client)", map[string][]string{"kafka": {"produce", "p99_ms"}}},
 }
 
+// cpuCases are the workloads' CPU cost a record, the servers' and the
+// client's (cpu.go, FlussBench's CpuMeter): a second table, with ratios,
+// which a busy box moves far less than it moves the rates.
+var cpuCases = func() []benchCase {
+	workloads := []struct{ key, label string }{
+		{"produce", "produce"}, {"scan_all", "scan all 20 columns"}, {"scan_1col", "scan 1 column"},
+		{"scan_5col", "scan 5 columns"}, {"scan_10col", "scan 10 columns"}, {"upsert", "upsert"},
+		{"lookup", "lookup"}, {"upsert_wide", "upsert 1 KB rows"}, {"lookup_wide", "lookup of those"},
+	}
+	var out []benchCase
+	for _, side := range []string{"server", "client"} {
+		for _, wl := range workloads {
+			f := side + "_cpu_us"
+			out = append(out, benchCase{wl.key + "_" + f, wl.label + ": " + side + " CPU µs a record", map[string][]string{
+				"strom": {wl.key, f}, "strom-fluss": {wl.key, f}, "fluss": {wl.key, f}}})
+		}
+	}
+	return out
+}()
+
 type run struct {
 	round, pos int
 	system     string
@@ -211,8 +231,11 @@ func report(args []string, w io.Writer) error {
 	for _, pr := range pairs {
 		head = append(head, systemLabel[pr[0]]+"/"+systemLabel[pr[1]])
 	}
-	fmt.Fprintln(w, "| "+strings.Join(head, " | ")+" |")
-	fmt.Fprintln(w, "|"+strings.Repeat("---|", len(head)))
+	printHead := func() {
+		fmt.Fprintln(w, "| "+strings.Join(head, " | ")+" |")
+		fmt.Fprintln(w, "|"+strings.Repeat("---|", len(head)))
+	}
+	printHead()
 	caseJSON := &omap{}
 	// emit adds a case to the table and the JSON; ratios only with withRatios.
 	emit := func(c benchCase, withRatios bool) {
@@ -274,6 +297,21 @@ func report(args []string, w io.Writer) error {
 		emit(c, false)
 	}
 	fmt.Fprintln(w)
+	var measured []benchCase // results from before the CPU figures have none
+	for _, c := range cpuCases {
+		if slices.ContainsFunc(cols, func(sys string) bool { return len(values(c, sys)) > 0 }) {
+			measured = append(measured, c)
+		}
+	}
+	if len(measured) > 0 {
+		fmt.Fprintln(w, "CPU time a record (µs; user + system from the kernel's accounting over each timed workload; ratios: lower is less CPU for Strom).")
+		fmt.Fprintln(w, "Server: the node, or Fluss's ZooKeeper, CoordinatorServer and TabletServer; client: the benchmark's process (for Java, JIT and GC included).")
+		printHead()
+		for _, c := range measured {
+			emit(c, true)
+		}
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintln(w, "Same rows, seeds and client settings for Strom and Fluss (internal/peerbench ports scripts/peerbench/FlussBench.java); Kafka:")
 	fmt.Fprintln(w, "produce = ProducerPerformance sending 2048-byte JSON rows from a pre-serialized pool (zstd-3 in the client),")
 	fmt.Fprintln(w, "scan all = ConsumerPerformance's fetch rate (whole rows decompressed, not parsed; group join left out).")

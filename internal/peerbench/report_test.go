@@ -70,3 +70,30 @@ func TestReportSameClient(t *testing.T) {
 		}
 	}
 }
+
+// TestReportCPU: the CPU figures a record get a table of their own, with
+// the ratio of the medians; results without them get none.
+func TestReportCPU(t *testing.T) {
+	out := reportOf(t, [2]string{"strom", "fluss"}, [][2]float64{{2, 4}, {1, 4}, {3, 4}}, func(sys string, x float64) string {
+		return fmt.Sprintf(`{"peer":%q,"version":"v","lookup":{"ops_s":1000,"server_cpu_us":%g,"client_cpu_us":%g},"ok":true}`, sys, x, 10*x)
+	})
+	for _, want := range []string{
+		"CPU time a record",
+		"| lookup: server CPU µs a record | 2.00 (1.00–3.00) | 4.00 (4.00–4.00) | – | 0.50× | – |",
+		"| lookup: client CPU µs a record | 20.00 (10.00–30.00) | 40.00 (40.00–40.00) | – | 0.50× | – |",
+		`"lookup_server_cpu_us":{"strom":{"median":2`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "produce: server CPU") {
+		t.Errorf("a CPU row for a workload without CPU figures:\n%s", out)
+	}
+	old := reportOf(t, [2]string{"strom", "fluss"}, [][2]float64{{2, 4}}, func(sys string, x float64) string {
+		return fmt.Sprintf(`{"peer":%q,"version":"v","lookup":{"ops_s":%g},"ok":true}`, sys, x)
+	})
+	if strings.Contains(old, "CPU time a record") {
+		t.Errorf("a CPU table for results without CPU figures:\n%s", old)
+	}
+}

@@ -242,6 +242,7 @@ public final class FlussBench {
     static Map<String, Object> upsertAll(Table t, List<GenericRow> rows, long payload) {
         UpsertWriter w = t.newUpsert().createWriter();
         AtomicReference<Throwable> failed = new AtomicReference<>();
+        CpuMeter cpu = new CpuMeter();
         long t0 = System.nanoTime();
         for (GenericRow r : rows) {
             w.upsert(r).whenComplete((ok, e) -> { if (e != null) failed.compareAndSet(null, e); });
@@ -249,7 +250,7 @@ public final class FlussBench {
         w.flush();
         double secs = (System.nanoTime() - t0) / 1e9;
         if (failed.get() != null) throw new RuntimeException("upsert failed", failed.get());
-        return rate(rows.size(), rows.size() * payload, secs);
+        return cpu.put(rate(rows.size(), rows.size() * payload, secs), rows.size());
     }
 
     /** kvRows: strings of strLen bytes; a fraction updateRatio reuses the key of an earlier row. */
@@ -307,6 +308,7 @@ public final class FlussBench {
             ERR.printf("[bench] produce: %d rows into %s (%d buckets), AppendWriter, acks=all%n", n, logPath, buckets);
             AppendWriter w = t.newAppend().createWriter();
             AtomicReference<Throwable> failed = new AtomicReference<>();
+            CpuMeter cpu = new CpuMeter();
             long t0 = System.nanoTime();
             for (GenericRow r : rows) {
                 w.append(r).whenComplete((ok, e) -> { if (e != null) failed.compareAndSet(null, e); });
@@ -314,7 +316,7 @@ public final class FlussBench {
             w.flush();
             double secs = (System.nanoTime() - t0) / 1e9;
             if (failed.get() != null) throw new RuntimeException("append failed", failed.get());
-            Map<String, Object> prod = rate(n, (long) n * rowPayload, secs);
+            Map<String, Object> prod = cpu.put(rate(n, (long) n * rowPayload, secs), n);
             // The log segments as stored (ZSTD batches as sent, with their headers), when the
             // tablet server's data dir is on this machine: Strom's produce MB/s counts those bytes.
             long stored = storedLogBytes(env("DATA_DIR", ""), db, logPath.getTableName(),
@@ -452,6 +454,7 @@ public final class FlussBench {
             for (int b = 0; b < buckets; b++) sc.subscribeFromBeginning(b);
             long got = 0, checksum = 0;
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(GET_TIMEOUT_S);
+            CpuMeter cpu = new CpuMeter();
             long t0 = System.nanoTime();
             while (got < total) {
                 ScanRecords rs = sc.poll(Duration.ofMillis(500));
@@ -467,7 +470,7 @@ public final class FlussBench {
             if (checksum != got * cols) throw new IllegalStateException("projected rows have " + checksum / Math.max(1, got) + " fields, want " + cols);
             Map<String, Object> m = rate(got, got * payload, secs);
             m.put("columns", cols);
-            return m;
+            return cpu.put(m, got);
         } finally {
             sc.close();
         }
@@ -483,6 +486,7 @@ public final class FlussBench {
         AtomicInteger missing = new AtomicInteger();
         AtomicReference<Throwable> failed = new AtomicReference<>();
         ERR.printf("[bench] lookup: %d distinct keys, %d in flight%n", n, inflight);
+        CpuMeter cpu = new CpuMeter();
         long t0 = System.nanoTime();
         for (int i = 0; i < n; i++) {
             if (!slots.tryAcquire(GET_TIMEOUT_S, TimeUnit.SECONDS)) throw new IllegalStateException("lookups stalled");
@@ -509,7 +513,54 @@ public final class FlussBench {
         m.put("ops_s", Math.round(n / secs));
         m.put("p50_ms", round(lat[n / 2] / 1e6, 3));
         m.put("p99_ms", round(lat[Math.min(n - 1, (int) (n * 0.99))] / 1e6, 3));
-        return m;
+        return cpu.put(m, n);
+    }
+
+    /**
+     * A workload's CPU cost, from the kernel's accounting rather than the clock, as
+     * internal/peerbench/cpu.go measures it: this JVM's CPU time (the client: every thread, JIT
+     * and GC included) and the summed utime + stime of the server processes in SERVER_PIDS
+     * (space- or comma-separated; /proc/PID/stat, in ticks of 10 ms).
+     */
+    static final class CpuMeter {
+        private final long client = processCpuNanos();
+        private final long server = serversCpuNanos();
+
+        /** Adds client_cpu_s, client_cpu_us (a record) and, with SERVER_PIDS, the servers' to m. */
+        Map<String, Object> put(Map<String, Object> m, long records) {
+            long c = processCpuNanos() - client;
+            m.put("client_cpu_s", round(c / 1e9, 3));
+            m.put("client_cpu_us", records > 0 ? round(c / 1e3 / records, 3) : 0.0);
+            long s = serversCpuNanos();
+            if (server >= 0 && s >= 0) {
+                m.put("server_cpu_s", round((s - server) / 1e9, 3));
+                m.put("server_cpu_us", records > 0 ? round((s - server) / 1e3 / records, 3) : 0.0);
+            }
+            return m;
+        }
+
+        static long processCpuNanos() {
+            java.lang.management.OperatingSystemMXBean os = java.lang.management.ManagementFactory.getOperatingSystemMXBean();
+            return os instanceof com.sun.management.OperatingSystemMXBean
+                    ? ((com.sun.management.OperatingSystemMXBean) os).getProcessCpuTime() : 0;
+        }
+
+        /** The servers' CPU time in ns, -1 without SERVER_PIDS or when one cannot be read. */
+        static long serversCpuNanos() {
+            String pids = env("SERVER_PIDS", "").trim();
+            if (pids.isEmpty()) return -1;
+            long ticks = 0;
+            for (String p : pids.split("[\\s,]+")) {
+                try {
+                    String stat = new String(java.nio.file.Files.readAllBytes(java.nio.file.Paths.get("/proc", p, "stat")));
+                    String[] f = stat.substring(stat.lastIndexOf(')') + 2).trim().split(" +");
+                    ticks += Long.parseLong(f[11]) + Long.parseLong(f[12]); // fields 14 and 15
+                } catch (Exception e) {
+                    return -1;
+                }
+            }
+            return ticks * 10_000_000L;
+        }
     }
 
     // ---------------------------------------------------------------------------------------

@@ -15,7 +15,10 @@
 #   TARGET=host:port: no ZooKeeper and no Fluss servers: FlussBench (the same client, the same
 #       code) runs against a server already listening there, Strom's fluss.listen for
 #       bench-peers.sh's strom-fluss; PEER and PEER_VERSION name it in the JSON (fluss,
-#       FLUSS_VERSION), DATA_DIR is its tablet data dir (for the stored bytes; empty: none).
+#       FLUSS_VERSION), DATA_DIR is its tablet data dir (for the stored bytes; empty: none),
+#       SERVER_PIDS its processes (each workload then reports their CPU time beside the client's).
+#   Without TARGET each workload reports the CPU time of the servers this script started
+#   (ZooKeeper, CoordinatorServer, TabletServer) as server_cpu_s / server_cpu_us (a record).
 # Env: MODE, N (200000), KV_N (200000), BUCKETS (2), ROW_BYTES (2048), KV_STR_BYTES (100),
 #      UPDATE_RATIO (0.3), LOOKUP_INFLIGHT (1000), WIDE_N (100000), WIDE_BUCKETS (8),
 #      WIDE_ROW_BYTES (1024), WIDE_LOOKUP_BATCH (100), CLIENT_PROPS (extra client options,
@@ -228,7 +231,7 @@ set +e
 OUT=$(N=$N KV_N=$KV_N BUCKETS=$BUCKETS ROW_BYTES=$ROW_BYTES KV_STR_BYTES=$KV_STR_BYTES \
   UPDATE_RATIO=$UPDATE_RATIO LOOKUP_INFLIGHT=$LOOKUP_INFLIGHT CLIENT_PROPS=$CLIENT_PROPS \
   WIDE_N=${WIDE_N:-100000} WIDE_BUCKETS=${WIDE_BUCKETS:-8} WIDE_ROW_BYTES=${WIDE_ROW_BYTES:-1024} WIDE_LOOKUP_BATCH=${WIDE_LOOKUP_BATCH:-100} \
-  DATA_DIR="$TABLET_DATA" timeout 600 java -Xmx"$CLIENT_HEAP" "${JVM[@]}" "${L4JOPT[@]}" \
+  DATA_DIR="$TABLET_DATA" SERVER_PIDS="${SERVER_PIDS:-${PIDS[*]}}" timeout 600 java -Xmx"$CLIENT_HEAP" "${JVM[@]}" "${L4JOPT[@]}" \
   -Dlog.file="$WORK/logs/client.log" -cp "$CLIENT_CP" FlussBench "$JM" "$BOOT")
 rc=$?
 set -e
