@@ -10,6 +10,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"strom/fluss/paimon"
 	"strom/raftmeta"
 	"strom/raftmeta/catalog"
 	"strom/record"
@@ -69,6 +70,8 @@ var (
 	// waits for its metadata.
 	CodeInvalidUpdateVersion = Code{22, "INVALID_UPDATE_VERSION_EXCEPTION", connect.CodeFailedPrecondition, false}
 	CodeIneligibleReplica    = Code{55, "INELIGIBLE_REPLICA_EXCEPTION", connect.CodeFailedPrecondition, false}
+	// A lake table's Paimon table exists with another schema or data.
+	CodeLakeTableExists = Code{54, "LAKE_TABLE_ALREADY_EXIST", connect.CodeAlreadyExists, false}
 	// Strom's own codes start at 1000.
 	CodeNotReady      = Code{1000, "NODE_NOT_READY", connect.CodeUnavailable, true}
 	CodeLimitExceeded = Code{1001, "LIMIT_EXCEEDED", connect.CodeResourceExhausted, false}
@@ -127,6 +130,8 @@ var sentinels = []struct {
 	{catalog.ErrDatabaseExists, CodeDatabaseExists},
 	{catalog.ErrTableNotExist, CodeTableNotExist},
 	{catalog.ErrTableExists, CodeTableExists},
+	{paimon.ErrTableExists, CodeLakeTableExists},
+	{paimon.ErrUnsupported, CodeInvalidTable},
 	{catalog.ErrCorrupt, CodeStorage},
 	{catalog.ErrSchemaNotExist, CodeSchemaNotExist},
 	{coordinator.ErrNotCoordinator, CodeNotCoordinator},

@@ -108,6 +108,9 @@ func (h *adminHandler) createTable(ctx context.Context, req *connect.Request[str
 	if err != nil {
 		return nil, err
 	}
+	if desc, err = h.s.lakeTable(ctx, m.Database, m.Table, desc, m.IgnoreIfExists); err != nil {
+		return nil, err
+	}
 	// A primary-key table's merge engine and aggregate functions must be
 	// usable by its KV tablets: refuse them now rather than when a bucket
 	// opens. (Other problems are the coordinator's to report.)

@@ -16,6 +16,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.yaml.in/yaml/v3"
 
+	"strom/fluss/paimon"
 	"strom/raftmeta"
 	"strom/raftmeta/membership"
 	"strom/record"
@@ -210,6 +211,22 @@ type Config struct {
 	// (fluss.advertise, in GET_METADATA's tablet_servers); derived from
 	// FlussListen like Advertise.
 	FlussAdvertise string
+	// DatalakeFormat is the lake format of the cluster's lake tables
+	// (datalake.format, Fluss's key; "" or paimon). With it set, every new
+	// table gets table.datalake.format (unless it sets one), and a table
+	// with table.datalake.enabled gets its Paimon table created in
+	// DatalakePaimonWarehouse, as Fluss's coordinator does; without it a
+	// lake table is refused. Empty: no lake.
+	DatalakeFormat string
+	// DatalakePaimonMetastore is the Paimon catalog's metastore
+	// (datalake.paimon.metastore; only filesystem, the default).
+	DatalakePaimonMetastore string
+	// DatalakePaimonWarehouse is the Paimon warehouse (datalake.paimon.
+	// warehouse): an absolute directory or file: URI, shared by the nodes
+	// and the tiering job. Fluss clients get these two as the lake table's
+	// table.datalake.paimon.metastore / .warehouse, which Flink's $lake and
+	// union reads open the Paimon catalog with.
+	DatalakePaimonWarehouse string
 	// Pprof serves Go's profiler under /debug/pprof/ on the API port
 	// (debug.pprof, --pprof). Off by default.
 	Pprof bool
@@ -560,6 +577,12 @@ func Keys() []Key {
 			func(c *Config) *string { return &c.FlussListen }),
 		stringKey("fluss.advertise", "fluss-advertise", "Fluss address given to Fluss clients (default: fluss.listen, an unspecified host as 127.0.0.1)",
 			func(c *Config) *string { return &c.FlussAdvertise }),
+		stringKey("datalake.format", "datalake-format", "lake format of lake tables (table.datalake.enabled): paimon, or empty for no lake",
+			func(c *Config) *string { return &c.DatalakeFormat }),
+		stringKey("datalake.paimon.metastore", "", "metastore of the Paimon lake catalog (filesystem)",
+			func(c *Config) *string { return &c.DatalakePaimonMetastore }),
+		stringKey("datalake.paimon.warehouse", "datalake-paimon-warehouse", "Paimon warehouse of the lake tables: an absolute directory or file: URI shared by the nodes and the tiering job",
+			func(c *Config) *string { return &c.DatalakePaimonWarehouse }),
 		stringKey("cluster.id", "cluster-id", "expected cluster id (empty accepts any)",
 			func(c *Config) *string { return &c.ClusterID }),
 		stringKey("cluster.secret", "", "secret shared by the cluster's nodes: base64 of 32 bytes (empty: the one in data.dir, generated on first start)",
@@ -746,6 +769,23 @@ func (c Config) Validate() error {
 	}
 	if c.DataDir == "" {
 		bad("data.dir", "must not be empty")
+	}
+	switch c.DatalakeFormat {
+	case "":
+		if c.DatalakePaimonWarehouse != "" || c.DatalakePaimonMetastore != "" {
+			bad("datalake.format", "must be paimon when datalake.paimon.* is set")
+		}
+	case "paimon":
+		if m := c.DatalakePaimonMetastore; m != "" && m != "filesystem" {
+			bad("datalake.paimon.metastore", "only filesystem is supported, got %q", m)
+		}
+		if c.DatalakePaimonWarehouse == "" {
+			bad("datalake.paimon.warehouse", "must be set when datalake.format is paimon")
+		} else if _, err := paimon.OpenWarehouse(c.DatalakePaimonWarehouse); err != nil {
+			bad("datalake.paimon.warehouse", "%v", err)
+		}
+	default:
+		bad("datalake.format", "only paimon is supported, got %q", c.DatalakeFormat)
 	}
 	for _, a := range []struct{ key, addr string }{
 		{"api.listen", c.Listen}, {"raft.listen", c.RaftListen},

@@ -353,9 +353,10 @@ func (s *Server) start(ctx, runCtx context.Context) error {
 		if s.fluss, err = listener.Start(lln, listener.Config{
 			MaxRequestBytes: cfg.MaxRequestBytes, IdleTimeout: cfg.IdleTimeout, Logger: s.lg,
 			Ready: s.ready.Load, Open: s.flussOpen, Catalog: flussCatalog{s: s, admin: s.adminH}, Log: flussLog{h: s.tabletH},
-			KV:    flussKV{h: s.tabletH},
-			Small: flussSmall{h: s.tabletH, cat: flussCatalog{s: s, admin: s.adminH}},
-			Lake:  flussLake{s: s, cat: flussCatalog{s: s, admin: s.adminH}},
+			KV:               flussKV{h: s.tabletH},
+			Small:            flussSmall{h: s.tabletH, cat: flussCatalog{s: s, admin: s.adminH}},
+			Lake:             flussLake{s: s, cat: flussCatalog{s: s, admin: s.adminH}},
+			LakeTableOptions: s.lakeTableOptions(),
 		}); err != nil {
 			ln.Close()
 			return fmt.Errorf("fluss.listen (--fluss-listen): %w", err)

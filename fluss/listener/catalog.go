@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -111,7 +113,7 @@ func (s *Server) getMetadata(ctx context.Context, _ int16, req *flusspb.Metadata
 		if err != nil {
 			return nil, err
 		}
-		tm, err := tableMetadata(t)
+		tm, err := tableMetadata(t, s.cfg.LakeTableOptions)
 		if err != nil {
 			return nil, err
 		}
@@ -128,8 +130,16 @@ func serverNode(n ServerNode) *flusspb.PbServerNode {
 	return pb
 }
 
-func tableMetadata(t catalog.Table) (*flusspb.PbTableMetadata, error) {
-	js, err := json.Marshal(t.Descriptor())
+// tableMetadata is a table's PbTableMetadata; a lake table's properties
+// get lakeOptions (Config.LakeTableOptions).
+func tableMetadata(t catalog.Table, lakeOptions map[string]string) (*flusspb.PbTableMetadata, error) {
+	d := t.Descriptor()
+	if len(lakeOptions) > 0 && strings.EqualFold(d.Properties[record.OptDatalakeEnabled], "true") {
+		props := maps.Clone(d.Properties)
+		maps.Copy(props, lakeOptions)
+		d.Properties = props
+	}
+	js, err := json.Marshal(d)
 	if err != nil {
 		return nil, fmt.Errorf("table %s.%s: descriptor as JSON: %w", t.Database, t.Name, err)
 	}
@@ -209,7 +219,7 @@ func (s *Server) getTableInfo(ctx context.Context, _ int16, req *flusspb.GetTabl
 	if err != nil {
 		return nil, err
 	}
-	tm, err := tableMetadata(t)
+	tm, err := tableMetadata(t, s.cfg.LakeTableOptions)
 	if err != nil {
 		return nil, err
 	}

@@ -47,6 +47,7 @@ func hb(id int64, coordEpoch int32, tieringEpoch int64) *flusspb.PbHeartbeatReqF
 // GET_LAKE_SNAPSHOT then answers, and which a restarted node still has.
 func TestLakeKeysOnNode(t *testing.T) {
 	cfg := nodeConfig(t, t.TempDir())
+	cfg.DatalakeFormat, cfg.DatalakePaimonWarehouse = "paimon", t.TempDir()
 	s := startNodeWith(t, cfg)
 	cl := dialFluss(t, s.FlussAddr())
 	for deadline := time.Now().Add(time.Minute); !dbExists(cl, "fluss"); time.Sleep(50 * time.Millisecond) {

@@ -78,6 +78,13 @@ type Config struct {
 	// Lake serves the lake keys (lake.go); nil answers them
 	// UNSUPPORTED_VERSION.
 	Lake LakeNode
+	// LakeTableOptions are added to the properties of every table with
+	// table.datalake.enabled in GET_METADATA's and GET_TABLE_INFO's
+	// table_json, as Fluss's servers add the cluster's lake catalog
+	// options (TableRegistration.toTableInfo: table.datalake.paimon.
+	// metastore, .warehouse), from which Flink's $lake and union reads open
+	// the lake catalog. Not stored with the table. Nil: none.
+	LakeTableOptions map[string]string
 }
 
 // DefaultMaxInFlight is Config.MaxInFlight's default.

@@ -1,0 +1,153 @@
+package server
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"strom/fluss/gen/flusspb"
+	"strom/fluss/paimon"
+	"strom/fluss/protocol"
+	"strom/record"
+)
+
+// A node with datalake.format paimon treats CREATE_TABLE as Fluss 0.9.1's
+// coordinator does: a table with table.datalake.enabled gets its Paimon
+// table (schema/schema-0 in the warehouse, fluss/paimon's schema of the
+// normalized descriptor), every new table gets table.datalake.format
+// paimon, and GET_TABLE_INFO / GET_METADATA show a lake table's properties
+// with the lake catalog's table.datalake.paimon.metastore and .warehouse
+// (not a plain table's). CREATE_TABLE again with ignore_if_exists leaves
+// the Paimon table alone. A node without datalake.format refuses a lake
+// table with INVALID_TABLE_EXCEPTION.
+func TestFlussLakeTable(t *testing.T) {
+	warehouse := t.TempDir()
+	cfg := testConfig(t, t.TempDir())
+	cfg.FlussListen = freeAddr(t)
+	cfg.DatalakeFormat = "paimon"
+	cfg.DatalakePaimonMetastore = "filesystem"
+	cfg.DatalakePaimonWarehouse = warehouse
+	startServer(t, cfg)
+
+	cols, err := record.ParseColumns("order_key BIGINT, total_price DECIMAL(15, 2), clerk STRING")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lake := record.TableDescriptor{Schema: record.Schema{Columns: cols, PrimaryKey: []string{"order_key"}},
+		Properties: map[string]string{record.OptDatalakeEnabled: "true", record.OptDatalakeFreshness: "30s"}}
+	plain := record.TableDescriptor{Schema: record.Schema{Columns: cols, PrimaryKey: []string{"order_key"}}}
+	create := func(name string, d record.TableDescriptor, ignore bool) protocol.ErrorCode {
+		js, err := json.Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return flussCall(t, dialFluss(t, cfg.FlussListen), protocol.CreateTable, &flusspb.CreateTableRequest{
+			TablePath: &flusspb.PbTablePath{DatabaseName: proto.String("fluss"), TableName: proto.String(name)},
+			TableJson: js, IgnoreIfExists: proto.Bool(ignore)}, &flusspb.CreateTableResponse{})
+	}
+	for _, tc := range []struct {
+		name string
+		d    record.TableDescriptor
+	}{{"orders", lake}, {"plain", plain}} {
+		if code := create(tc.name, tc.d, false); code != protocol.None {
+			t.Fatalf("CREATE_TABLE %s: %s", tc.name, code)
+		}
+	}
+	props := func(name string) map[string]string {
+		var info flusspb.GetTableInfoResponse
+		if code := flussCall(t, dialFluss(t, cfg.FlussListen), protocol.GetTableInfo, &flusspb.GetTableInfoRequest{
+			TablePath: &flusspb.PbTablePath{DatabaseName: proto.String("fluss"), TableName: proto.String(name)}}, &info); code != protocol.None {
+			t.Fatalf("GET_TABLE_INFO %s: %s", name, code)
+		}
+		var d record.TableDescriptor
+		if err := json.Unmarshal(info.GetTableJson(), &d); err != nil {
+			t.Fatal(err)
+		}
+		return d.Properties
+	}
+	if p := props("orders"); p[record.OptDatalakeFormat] != "paimon" || p["table.datalake.paimon.warehouse"] != warehouse ||
+		p["table.datalake.paimon.metastore"] != "filesystem" || p[record.OptDatalakeEnabled] != "true" {
+		t.Errorf("lake table's properties %v", p)
+	}
+	if p := props("plain"); p[record.OptDatalakeFormat] != "paimon" || p["table.datalake.paimon.warehouse"] != "" {
+		t.Errorf("plain table's properties %v, want table.datalake.format paimon and no lake catalog options", p)
+	}
+	var md flusspb.MetadataResponse
+	if code := flussCall(t, dialFluss(t, cfg.FlussListen), protocol.GetMetadata, &flusspb.MetadataRequest{
+		TablePath: []*flusspb.PbTablePath{{DatabaseName: proto.String("fluss"), TableName: proto.String("orders")}}}, &md); code != protocol.None {
+		t.Fatalf("GET_METADATA: %s", code)
+	}
+	if tm := md.GetTableMetadata(); len(tm) != 1 || !strings.Contains(string(tm[0].GetTableJson()), `"table.datalake.paimon.warehouse"`) {
+		t.Errorf("GET_METADATA table_json lacks the lake catalog options: %v", tm)
+	}
+
+	file := filepath.Join(warehouse, "fluss.db", "orders", "schema", "schema-0")
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("the Paimon table: %v", err)
+	}
+	var got paimon.Schema
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	withFormat := lake
+	withFormat.Properties = map[string]string{record.OptDatalakeEnabled: "true", record.OptDatalakeFreshness: "30s", record.OptDatalakeFormat: "paimon"}
+	norm, err := withFormat.Normalize(cfg.DefaultBucketNumber)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := paimon.TableSchema(norm, time.UnixMilli(got.TimeMillis))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("schema-0\n got %+v\nwant %+v", got, want)
+	}
+	if _, err := os.Stat(filepath.Join(warehouse, "fluss.db", "plain")); !os.IsNotExist(err) {
+		t.Errorf("a plain table got a Paimon table: %v", err)
+	}
+	if code := create("orders", lake, true); code != protocol.None {
+		t.Errorf("CREATE_TABLE again, ignore_if_exists: %s", code)
+	}
+	if again, _ := os.ReadFile(file); string(again) != string(data) {
+		t.Error("schema-0 rewritten")
+	}
+
+	off := testConfig(t, t.TempDir())
+	off.FlussListen = freeAddr(t)
+	startServer(t, off)
+	cfg.FlussListen = off.FlussListen
+	if code := create("orders", lake, false); code != protocol.InvalidTableException {
+		t.Errorf("lake table on a node without datalake.format: %s, want INVALID_TABLE_EXCEPTION", code)
+	}
+}
+
+func TestDatalakeConfigValidated(t *testing.T) {
+	for _, tc := range []struct {
+		format, metastore, warehouse, want string
+	}{
+		{"iceberg", "", "/w", "datalake.format (--datalake-format): only paimon"},
+		{"paimon", "", "", "datalake.paimon.warehouse (--datalake-paimon-warehouse): must be set"},
+		{"paimon", "", "relative/w", "the path must be absolute"},
+		{"paimon", "", "s3://b/w", "only a local directory"},
+		{"paimon", "hive", "/w", "datalake.paimon.metastore: only filesystem"},
+		{"", "", "/w", "datalake.format (--datalake-format): must be paimon"},
+	} {
+		cfg := DefaultConfig()
+		cfg.DatalakeFormat, cfg.DatalakePaimonMetastore, cfg.DatalakePaimonWarehouse = tc.format, tc.metastore, tc.warehouse
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: Validate = %v, want %q", tc, err, tc.want)
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.DatalakeFormat, cfg.DatalakePaimonWarehouse = "paimon", "file:///w/paimon"
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("paimon with a file: warehouse: %v", err)
+	}
+}
