@@ -46,7 +46,7 @@ type Tablet struct {
 	eng         *engine
 	schema      record.Schema
 	rows        *record.CompactedRowCodec
-	keys        *record.KeyCodec
+	keys        record.RowKeyEncoder // the 0.9.1 client's primary-key encoding (record.PrimaryKeyEncoder)
 	compression record.ArrowCompression
 	// rawValues: a row decoded from a PutKv record re-encodes to the same
 	// bytes, so its stored value can be the record's bytes. True unless the
@@ -106,7 +106,7 @@ func Open(cfg Config) (*Tablet, error) {
 	if err != nil {
 		return nil, err
 	}
-	keys, err := record.NewKeyCodec(s.Columns, s.PrimaryKey)
+	keys, err := record.PrimaryKeyEncoder(cfg.Table)
 	if err != nil {
 		return nil, err
 	}

@@ -149,7 +149,7 @@ func (t *Tablet) mergeBatch(recs []record.KvRecord, target []bool) ([]change, er
 	for i, rec := range recs {
 		key := string(rec.Key)
 		if rec.IsDelete() {
-			if _, err := t.keys.Decode(rec.Key); err != nil {
+			if err := t.keys.CheckKey(rec.Key); err != nil {
 				return nil, &RecordError{Index: i, Reason: "key: " + err.Error(), Err: ErrInvalidRecord}
 			}
 			switch e.deletes {
