@@ -15,7 +15,8 @@
 # mode), LIMIT 2 giving 2 enriched rows with customer and nation filled, COUNT(*) = ORDERS, the
 # point lookup, the UPDATE visible, the DELETE gone. One line per step, "ok" or "error"; exit 0
 # when all held, 1 when one did not, 2 when the setup failed (install, a server not starting).
-# Not here yet: the lakehouse part (needs the lake keys).
+# Not here yet: the lakehouse part. It is served (README "Flink SQL on Strom", fluss/DESIGN.md
+# "Lakehouse quickstart") and was run by hand with the peers' driver; this script does not run it.
 #
 # Install (idempotent, into $STROM_CACHE/flink, default ~/.cache/strom/flink): mvn resolves
 # Flink 1.20.3's table API, planner loader, runtime and clients (what flink-dist's lib/ gives SQL),
