@@ -15,8 +15,11 @@
 # mode), LIMIT 2 giving 2 enriched rows with customer and nation filled, COUNT(*) = ORDERS, the
 # point lookup, the UPDATE visible, the DELETE gone. One line per step, "ok" or "error"; exit 0
 # when all held, 1 when one did not, 2 when the setup failed (install, a server not starting).
-# Not here yet: the lakehouse part. It is served (README "Flink SQL on Strom", fluss/DESIGN.md
-# "Lakehouse quickstart") and was run by hand with the peers' driver; this script does not run it.
+# LAKE=1 runs the lakehouse quickstart ("Building a Streaming Lakehouse", Paimon) instead:
+# scripts/flinkqs/lakehouse.sql, the node (or the Fluss servers) with datalake.format paimon and a
+# local warehouse, Fluss's real tiering job (fluss-flink-tiering, "flink run" against the
+# MiniCluster), then checked: every order tiered (the last lake snapshot's total_record_count),
+# SUM(total_price) of t$lake, and the union read's SUM equal to it.
 #
 # Install (idempotent, into $STROM_CACHE/flink, default ~/.cache/strom/flink): mvn resolves
 # Flink 1.20.3's table API, planner loader, runtime and clients (what flink-dist's lib/ gives SQL),
@@ -28,7 +31,14 @@
 # Env: TARGET (strom | fluss), NATIONS (25), CUSTOMERS (1000), ORDERS (10000), RATE (datagen rows
 #      per second, 10000), SLOTS (10), FLINK_HEAP (1g), AWAIT_S (300: how long the data may take),
 #      PORT_MIN/PORT_MAX (the range free ports are picked from, 10000-31999), LOGS_OUT (copy the
-#      logs there), STROM_CACHE.
+#      logs there), STROM_CACHE, LAKE (0 | 1).
+# LAKE=1 also installs, each jar alone into $STROM_CACHE/lake (~190 MB, once): lake-libs/ (Flink's
+# side: fluss-lake-paimon, paimon-flink-1.20 1.3.1, io.trino.hadoop:hadoop-apache 3.3.5-2,
+# flink-connector-files, which $lake reads need), plugins/paimon/ (the Fluss servers': fluss-lake-paimon,
+# paimon-bundle 1.3.1, flink-shaded-hadoop-2-uber), server/ (fluss-server and log4j, for
+# fluss/paimon/javacheck), opt/ (fluss-flink-tiering); fluss-lake-paimon's parent pom is missing
+# from Maven Central, so a stub org.apache.fluss:fluss-lake:0.9.1-incubating goes into the local
+# repository first.
 set -Eeuo pipefail
 
 TARGET=${TARGET:-strom}
@@ -36,7 +46,8 @@ case $TARGET in strom|fluss) ;; *) echo "flink-quickstart.sh: TARGET must be str
 FLUSS_VERSION=0.9.1-incubating; FLINK_VERSION=1.20.3; CONNECTOR=fluss-flink-1.20; LOG4J_VERSION=2.25.4
 export NATIONS=${NATIONS:-25} CUSTOMERS=${CUSTOMERS:-1000} ORDERS=${ORDERS:-10000} RATE=${RATE:-10000}
 export SLOTS=${SLOTS:-10} AWAIT_S=${AWAIT_S:-300}
-FLINK_HEAP=${FLINK_HEAP:-1g}; PORT_MIN=${PORT_MIN:-10000}; PORT_MAX=${PORT_MAX:-31999}
+LAKE=${LAKE:-0}; PAIMON_VERSION=1.3.1
+FLINK_HEAP=${FLINK_HEAP:-$([ "${LAKE:-0}" = 1 ] && echo 1536m || echo 1g)}; PORT_MIN=${PORT_MIN:-10000}; PORT_MAX=${PORT_MAX:-31999}
 CACHE=${STROM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/strom}
 QDIR=$CACHE/flink/$FLINK_VERSION-$CONNECTOR-$FLUSS_VERSION; QLIBS=$QDIR/libs
 FLIBS=$CACHE/fluss/$FLUSS_VERSION/libs # scripts/fluss.sh's install
@@ -78,6 +89,28 @@ if [ ! -f "$QLIBS/.complete" ] || [ "$POM" != "$(cat "$QDIR/pom.xml" 2>/dev/null
     { grep -m 3 ERROR "$QDIR/mvn.log" >&2 || true; die "mvn could not resolve the Flink jars; see $QDIR/mvn.log"; }
   touch "$QLIBS/.complete"
 fi
+LDIR=$CACHE/lake
+if [ "$LAKE" = 1 ] && [ ! -f "$LDIR/.complete" ]; then
+  log "resolving the lake jars with mvn into $LDIR"
+  mkdir -p "$LDIR"; M2=$CACHE/flink/m2
+  printf '%s\n' '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>' \
+    "<parent><groupId>org.apache.fluss</groupId><artifactId>fluss</artifactId><version>$FLUSS_VERSION</version></parent>" \
+    '<artifactId>fluss-lake</artifactId><packaging>pom</packaging></project>' > "$LDIR/fluss-lake-stub.pom"
+  timeout 600 mvn -B -q -Dmaven.repo.local="$M2" org.apache.maven.plugins:maven-install-plugin:3.1.2:install-file \
+    -Dfile="$LDIR/fluss-lake-stub.pom" -DpomFile="$LDIR/fluss-lake-stub.pom" > "$LDIR/mvn.log" 2>&1 ||
+    die "could not install the stub fluss-lake pom; see $LDIR/mvn.log"
+  lakejars() { local d=$LDIR/$1 a; shift; mkdir -p "$d"
+    for a in "$@"; do timeout 900 mvn -B -q -Dmaven.repo.local="$M2" org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
+      -Dartifact="$a" -DoutputDirectory="$d" >> "$LDIR/mvn.log" 2>&1 || die "mvn could not fetch $a; see $LDIR/mvn.log"; done; }
+  lakejars lake-libs "org.apache.fluss:fluss-lake-paimon:$FLUSS_VERSION" "org.apache.paimon:paimon-flink-1.20:$PAIMON_VERSION" \
+    io.trino.hadoop:hadoop-apache:3.3.5-2 "org.apache.flink:flink-connector-files:$FLINK_VERSION"
+  lakejars plugins/paimon "org.apache.fluss:fluss-lake-paimon:$FLUSS_VERSION" "org.apache.paimon:paimon-bundle:$PAIMON_VERSION" \
+    org.apache.flink:flink-shaded-hadoop-2-uber:2.8.3-10.0
+  lakejars server "org.apache.fluss:fluss-server:$FLUSS_VERSION" "org.apache.logging.log4j:log4j-api:$LOG4J_VERSION" \
+    "org.apache.logging.log4j:log4j-core:$LOG4J_VERSION" "org.apache.logging.log4j:log4j-1.2-api:$LOG4J_VERSION"
+  lakejars opt "org.apache.fluss:fluss-flink-tiering:$FLUSS_VERSION"
+  touch "$LDIR/.complete"
+fi
 CLASSES=$QDIR/classes-$(sha256sum "$QS/Quickstart.java" | cut -c1-16)
 if [ ! -f "$CLASSES/Quickstart.class" ]; then
   log "javac $QS/Quickstart.java"
@@ -116,12 +149,21 @@ appender.f.layout.pattern = %d{HH:mm:ss,SSS} %-5p %c{1} [%t] - %m%n
 L4J
 L4JOPT=(-Dlog4j.configurationFile="file:$WORK/log4j2.properties" -Dlog4j2.shutdownHookEnabled=false)
 t0=$(date +%s)
+LAKE_FLAGS=(); LAKE_PLUGINS=; QCP="$CLASSES:$QLIBS/*"; SQL=$QS/quickstart.sql
+if [ "$LAKE" = 1 ]; then
+  export WAREHOUSE=$WORK/paimon TIERING_JAR; mkdir -p "$WAREHOUSE"
+  TIERING_JAR=$(ls "$LDIR"/opt/fluss-flink-tiering-*.jar 2>/dev/null | head -n 1)
+  [ -n "$TIERING_JAR" ] || die "no fluss-flink-tiering jar in $LDIR/opt (remove $LDIR/.complete to resolve again)"
+  LAKE_FLAGS=(--datalake-format paimon --datalake-paimon-warehouse "$WAREHOUSE")
+  QCP+=":$LDIR/lake-libs/*"; SQL=$QS/lakehouse.sql
+  LAKE_PLUGINS=$LDIR/plugins # for the Fluss servers, as bin/config.sh sets FLUSS_PLUGINS_DIR
+fi
 if [ "$TARGET" = strom ]; then
   log "go build strom"
   (cd "$ROOT" && go build -o "$WORK/strom" .) || setup_failed "go build failed"
   API=$(free_port); RAFT=$(free_port); GOSSIP=$(free_port); FLUSS=$(free_port)
   "$WORK/strom" server --data-dir "$WORK/data" --listen "127.0.0.1:$API" --raft-listen "127.0.0.1:$RAFT" \
-    --gossip-listen "127.0.0.1:$GOSSIP" --fluss-listen "127.0.0.1:$FLUSS" > "$WORK/logs/strom.log" 2>&1 &
+    --gossip-listen "127.0.0.1:$GOSSIP" --fluss-listen "127.0.0.1:$FLUSS" "${LAKE_FLAGS[@]}" > "$WORK/logs/strom.log" 2>&1 &
   PIDS+=($!)
   for i in $(seq 600); do
     STROM_API_LISTEN="127.0.0.1:$API" "$WORK/strom" healthcheck --timeout 1s > /dev/null 2>&1 && break
@@ -147,10 +189,12 @@ else
       echo "bind.listeners: FLUSS://127.0.0.1:$([ $s = coordinator ] && echo "$CS" || echo "$TS")"
       echo "default.bucket.number: 1"; echo "default.replication.factor: 1"
       echo "data.dir: $WORK/data/$s"; echo "remote.data.dir: $WORK/remote"
+      if [ "$LAKE" = 1 ]; then echo "datalake.format: paimon"; echo "datalake.paimon.metastore: filesystem"
+        echo "datalake.paimon.warehouse: $WAREHOUSE"; fi
       [ $s = coordinator ] || echo "tablet-server.id: 0"; } > "$WORK/conf/$s/server.yaml"
   done
   start_fluss() { # NAME CLASS PORT PATTERN
-    java -Xmx512m "${JVM[@]}" "${L4JOPT[@]}" -Dlog.file="$WORK/logs/$1.log" -cp "$SERVER_CP" "$2" \
+    env ${LAKE_PLUGINS:+FLUSS_PLUGINS_DIR=$LAKE_PLUGINS} java -Xmx512m "${JVM[@]}" "${L4JOPT[@]}" -Dlog.file="$WORK/logs/$1.log" -cp "$SERVER_CP" "$2" \
       --configDir "$WORK/conf/$1" > "$WORK/logs/$1.out" 2>&1 &
     PIDS+=($!)
     for i in $(seq 450); do
@@ -180,7 +224,7 @@ FLINK_OPENS=(--add-exports=java.base/sun.net.util=ALL-UNNAMED --add-exports=java
   --add-opens=java.base/java.util.concurrent.locks=ALL-UNNAMED)
 t1=$(date +%s)
 java -Xmx"$FLINK_HEAP" "${JVM[@]}" "${FLINK_OPENS[@]}" "${L4JOPT[@]}" -Dlog.file="$WORK/logs/flink.log" \
-  -cp "$CLASSES:$QLIBS/*" Quickstart "$BOOT" "$QS/sources.sql" "$QS/quickstart.sql" \
+  -cp "$QCP" Quickstart "$BOOT" "$QS/sources.sql" "$SQL" \
   > "$WORK/logs/quickstart.out" 2> "$WORK/logs/quickstart.err" &
 QPID=$!
 tail -n +1 -f --pid="$QPID" "$WORK/logs/quickstart.out" | sed -u 's/^/  /' >&2 &
@@ -190,7 +234,7 @@ QPID=
 for p in "${PIDS[@]}"; do alive "$p" || { log "a server process ($p) died during the run"; rc=1; }; done
 last=$(tail -n 1 "$WORK/logs/quickstart.out" 2>/dev/null || true)
 if [ "$rc" = 0 ] && [ "$last" = PASS ]; then
-  log "PASS: the Flink quickstart on $DESC in $(( $(date +%s) - t1 )) s"
+  log "PASS: the Flink $([ "$LAKE" = 1 ] && echo "lakehouse ")quickstart on $DESC in $(( $(date +%s) - t1 )) s"
   exit 0
 fi
 tails

@@ -112,6 +112,12 @@ step "Flink SQL on Strom: Fluss's Flink quickstart against a node's fluss.listen
 # Installs Flink 1.20.3 and fluss-flink-1.20 0.9.1 with Maven into a cache once (~190 MB); then a
 # node, a Flink MiniCluster and the quickstart's statements in order (README, "Flink SQL on Strom").
 scripts/flink-quickstart.sh
+step "the lakehouse: Fluss's Paimon lakehouse quickstart (real tiering job, \$lake and union reads) on a node, and real Paimon on fluss/paimon's tables"
+# LAKE=1 installs the lake jars once (~190 MB, each alone, into ~/.cache/strom/lake); a run took
+# 2.5 minutes on the shared box at load 10 (113 s of statements), the install 2 more from a warm
+# Maven repository (README, "Flink SQL on Strom"). check.sh reuses those jars (about 15 s).
+LAKE=1 scripts/flink-quickstart.sh
+fluss/paimon/javacheck/check.sh
 step "what a Fluss deployment lives through: restarts of its ZooKeeper, a killed tablet server, coordinator failover"
 # The same two targets: the real ZooKeeper (restarted, so a private one) tells a Fluss problem apart.
 # Its FlussCheck hangs (about 1 run in 14 on the shim) were a Fluss 0.9.1 race that any ZooKeeper

@@ -22,7 +22,13 @@
  *   -- @expect CHECK ...   checks of the previous statement's rows, all must hold:
  *                          rows=N (N rows), count=N (one row whose last column is N),
  *                          notnull=A,B (columns A and B are not NULL in any row), COL=V (column
- *                          COL is V in every row)
+ *                          COL is V in every row), last.COL=V (column COL is V in the last row),
+ *                          same=prev (the rows are those of the statement before it)
+ *   -- @until N SQL        a second session in batch mode repeats SQL until its first row's last
+ *                          column is at least N (AWAIT_S), as the lakehouse quickstart's "wait"
+ *   -- @flink-run ARGS     "flink run ARGS" from another terminal: Flink's CliFrontend in a new
+ *                          JVM (this JVM's options and classpath) against this MiniCluster's REST
+ *                          endpoint, until it exits; ok when it exits 0 naming a job id
  * ${NAME} in the SQL is replaced by the environment variable NAME (BOOTSTRAP: the first argument).
  * Env: SLOTS (10), STATEMENT_S (180), AWAIT_S (300).
  */
@@ -118,12 +124,18 @@ public final class Quickstart {
         MiniCluster cluster = startCluster(envInt("SLOTS", 10));
         rest = cluster.getRestAddress().get();
         Session main = new Session();
-        Result last = null;
+        Result last = null, before = null;
         for (int f = 1; f < args.length; f++) {
             String script = new String(Files.readAllBytes(Paths.get(args[f])), StandardCharsets.UTF_8);
             for (String part : split(subst(script, vars))) {
                 if (part.startsWith("-- @expect")) {
-                    check(last, part.substring("-- @expect".length()).trim());
+                    check(last, before, part.substring("-- @expect".length()).trim());
+                } else if (part.startsWith("-- @until")) {
+                    until(main, part.substring("-- @until".length()).trim());
+                    last = null;
+                } else if (part.startsWith("-- @flink-run")) {
+                    flinkRun(part.substring("-- @flink-run".length()).trim());
+                    last = null;
                 } else if (part.startsWith("-- @await")) {
                     await(main, part.substring("-- @await".length()).trim());
                     last = null;
@@ -137,6 +149,7 @@ public final class Quickstart {
                     }
                     last = null;
                 } else {
+                    before = last;
                     last = statement(main, part);
                 }
             }
@@ -210,7 +223,7 @@ public final class Quickstart {
     }
 
     /** -- @expect: each check of the previous statement's rows. */
-    static void check(Result r, String spec) {
+    static void check(Result r, Result before, String spec) {
         long t0 = System.nanoTime();
         String label = "(expect " + spec + ")";
         if (r == null || r.rows == null) {
@@ -234,7 +247,18 @@ public final class Quickstart {
                         for (List<String> row : r.rows) if (i >= 0 && row.get(i).equals("NULL")) bad.add(col + " is NULL in " + row);
                     }
                     break;
+                case "same":
+                    if (before == null || before.rows == null) bad.add("no rows of the statement before to compare with");
+                    else if (!r.rows.equals(before.rows)) bad.add("rows " + r.rows + ", the statement before had " + before.rows);
+                    break;
                 default:
+                    if (k.startsWith("last.")) {
+                        int j = column(r, k.substring(5), bad);
+                        List<String> lastRow = r.rows.isEmpty() ? null : r.rows.get(r.rows.size() - 1);
+                        if (lastRow == null) bad.add("no rows");
+                        else if (j >= 0 && !lastRow.get(j).equals(v)) bad.add(k + " is " + lastRow.get(j) + ", want " + v);
+                        break;
+                    }
                     int i = column(r, k, bad);
                     for (List<String> row : r.rows) if (i >= 0 && !row.get(i).equals(v)) bad.add(k + " is " + row.get(i) + ", want " + v);
             }
@@ -280,6 +304,77 @@ public final class Quickstart {
         }
         report(done, "(await " + spec + ")", "counts " + have, t0,
                 "counts " + have + " after " + AWAIT_S + " s" + (error == null ? "" : "; last error: " + error));
+    }
+
+    /** -- @until N SQL: a batch session repeats SQL until its first row's last column is >= N. */
+    static void until(Session main, String spec) {
+        long t0 = System.nanoTime();
+        int sp = spec.indexOf(' ');
+        long want = Long.parseLong(spec.substring(0, sp));
+        String sql = spec.substring(sp + 1).trim();
+        Session obs = new Session();
+        obs.conf.put("execution.runtime-mode", "batch");
+        for (String r : main.replay) if (!r.toUpperCase(Locale.ROOT).startsWith("CREATE TEMPORARY")) obs.replay.add(r);
+        long have = -1;
+        String error = null;
+        while (have < want && (System.nanoTime() - t0) / 1e9 < AWAIT_S) {
+            try {
+                TableResult r = obs.env().executeSql(sql);
+                List<List<String>> rows = collect(r, r.getJobClient());
+                List<String> first = rows.get(0);
+                have = Long.parseLong(first.get(first.size() - 1));
+                error = null;
+            } catch (Throwable t) {
+                error = describe(t);
+            }
+            if (have < want) sleep(1000);
+        }
+        report(have >= want, "(until " + want + " <= " + sql + ")", "got " + have, t0,
+                "got " + have + " after " + AWAIT_S + " s" + (error == null ? "" : "; last error: " + error));
+    }
+
+    /** -- @flink-run ARGS: Flink's CliFrontend "run ARGS" in a new JVM against this MiniCluster. */
+    static void flinkRun(String args) {
+        long t0 = System.nanoTime();
+        String label = "(flink run " + args + ")";
+        try {
+            java.nio.file.Path conf = Files.createTempDirectory("flink-conf");
+            Files.write(conf.resolve("config.yaml"), ("execution.target: remote\nrest.address: " + rest.getHost()
+                    + "\nrest.port: " + rest.getPort() + "\n").getBytes(StandardCharsets.UTF_8));
+            List<String> cmd = new ArrayList<>();
+            cmd.add(Paths.get(System.getProperty("java.home"), "bin", "java").toString());
+            for (String a : java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()) {
+                cmd.add(a.startsWith("-Dlog.file=") ? a.replaceAll("\\.log$", "") + "-flink-run.log" : a);
+            }
+            cmd.add("-cp");
+            cmd.add(System.getProperty("java.class.path"));
+            cmd.add("org.apache.flink.client.cli.CliFrontend");
+            cmd.add("run");
+            cmd.addAll(java.util.Arrays.asList(args.split("\\s+")));
+            ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
+            pb.environment().put("FLINK_CONF_DIR", conf.toString());
+            Process p = pb.start();
+            StringBuilder out = new StringBuilder();
+            String jobId = null;
+            try (java.io.BufferedReader r = new java.io.BufferedReader(
+                    new java.io.InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
+                for (String line; (line = r.readLine()) != null; ) {
+                    out.append(line).append('\n');
+                    Matcher m = Pattern.compile("(?i)job ?id(?: is)? ?:? ?([0-9a-f]{32})").matcher(line);
+                    if (m.find()) jobId = m.group(1);
+                }
+            }
+            if (!p.waitFor(STATEMENT_S, TimeUnit.SECONDS)) p.destroyForcibly();
+            int rc = p.exitValue();
+            if (rc != 0 || jobId == null) {
+                String o = out.toString().replaceAll("\\s+", " ");
+                report(false, label, null, t0, "flink run exited " + rc + ": " + (o.length() > 1500 ? o.substring(o.length() - 1500) : o));
+            } else {
+                report(true, label, "job " + jobId, t0, null);
+            }
+        } catch (Throwable e) {
+            report(false, label, null, t0, describe(e));
+        }
     }
 
     static List<List<String>> collect(TableResult r, Optional<JobClient> job) throws Exception {
