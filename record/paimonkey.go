@@ -29,6 +29,28 @@ import (
 type RowKeyEncoder interface {
 	AppendRow(dst []byte, row Row) ([]byte, error)
 	CheckKey(key []byte) error
+	Columns() []Column
+}
+
+// BucketKeyEncoder is the encoding the Fluss 0.9.1 client gives d's bucket
+// keys (KeyEncoder.ofBucketKeyEncoder): Paimon keys with
+// table.datalake.format paimon, else compacted keys. BucketOfKey is the
+// bucket of such a key.
+func BucketKeyEncoder(d TableDescriptor) (RowKeyEncoder, error) {
+	if d.Properties[OptDatalakeFormat] == "paimon" {
+		return NewPaimonKeyCodec(d.Schema.Columns, d.BucketKeys)
+	}
+	return NewKeyCodec(d.Schema.Columns, d.BucketKeys)
+}
+
+// BucketOfKey is the bucket among n of a bucket key BucketKeyEncoder(d)
+// made: PaimonBucketOf with table.datalake.format paimon (the client's
+// PaimonBucketingFunction), else BucketOf.
+func BucketOfKey(d TableDescriptor, key []byte, n int) int {
+	if d.Properties[OptDatalakeFormat] == "paimon" {
+		return PaimonBucketOf(key, n)
+	}
+	return BucketOf(key, n)
 }
 
 // CheckKey reports whether key decodes as a compacted key.
@@ -95,6 +117,10 @@ func NewPaimonKeyCodec(cols []Column, keys []string) (*PaimonKeyCodec, error) {
 	}
 	return &PaimonKeyCodec{cols: k.cols, indexes: k.indexes, rowLen: k.rowLen}, nil
 }
+
+// Columns returns the key columns in key order; the caller must not modify
+// them.
+func (k *PaimonKeyCodec) Columns() []Column { return k.cols }
 
 func (k *PaimonKeyCodec) nullBytes() int { return (len(k.cols) + 63 + 8) / 64 * 8 }
 

@@ -46,7 +46,7 @@ running() {
 free_port() {
   local p
   for _ in $(seq 1 100); do
-    p=$((20000 + RANDOM % 20000))
+    p=$((${PORT_MIN:-20000} + RANDOM % (${PORT_MAX:-39999} - ${PORT_MIN:-20000} + 1))) # PORT_MIN/PORT_MAX when set
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
       echo "$p"
       return

@@ -31,7 +31,10 @@ import (
 // kvTable resolves a primary-key table and its key codecs.
 type kvTable struct {
 	catalog.Table
-	pk, bucketKey *record.KeyCodec
+	// pk and bucketKey encode keys as the Fluss 0.9.1 client does
+	// (record.PrimaryKeyEncoder, BucketKeyEncoder: Paimon keys for a table
+	// with table.datalake.format paimon), so both APIs find the same rows.
+	pk, bucketKey record.RowKeyEncoder
 	rows          *record.CompactedRowCodec
 }
 
@@ -50,10 +53,10 @@ func kvTableOf(t catalog.Table) (kvTable, error) {
 		return kvTable{}, &record.InvalidError{Field: "table", Reason: fmt.Sprintf("%s.%s is a log table: write it with ProduceLog, read it with FetchLog", t.Database, t.Name)}
 	}
 	kt := kvTable{Table: t}
-	if kt.pk, err = record.NewKeyCodec(t.Schema.Columns, t.Schema.PrimaryKey); err != nil {
+	if kt.pk, err = record.PrimaryKeyEncoder(t.Descriptor()); err != nil {
 		return kt, err
 	}
-	if kt.bucketKey, err = record.NewKeyCodec(t.Schema.Columns, t.Registration.BucketKeys); err != nil {
+	if kt.bucketKey, err = record.BucketKeyEncoder(t.Descriptor()); err != nil {
 		return kt, err
 	}
 	kt.rows, err = record.NewCompactedRowCodec(t.Schema.Columns)
@@ -65,7 +68,7 @@ func (kt kvTable) bucketOf(row record.Row) (int32, error) {
 	if err != nil {
 		return 0, err
 	}
-	return int32(record.BucketOf(k, int(kt.Registration.BucketCount))), nil
+	return int32(record.BucketOfKey(kt.Descriptor(), k, int(kt.Registration.BucketCount))), nil
 }
 
 func (h *tabletHandler) PutKv(ctx context.Context, req *connect.Request[stromv1.PutKvRequest]) (*connect.Response[stromv1.PutKvResponse], error) {
@@ -237,7 +240,7 @@ func keyOnly(s record.Schema, keys []string) record.Schema {
 // jsonKeys encodes JSON key objects (holding the columns named) into
 // compacted keys grouped per bucket. It returns the request's buckets and,
 // for each key, its bucket and index within the bucket.
-func jsonKeys(kt kvTable, codec *record.KeyCodec, field string, objs []*structpb.Struct) ([]*stromv1.LookupBucket, [][2]int, error) {
+func jsonKeys(kt kvTable, codec record.RowKeyEncoder, field string, objs []*structpb.Struct) ([]*stromv1.LookupBucket, [][2]int, error) {
 	byBucket := map[int32]*stromv1.LookupBucket{}
 	var order []int32
 	places := make([][2]int, len(objs))
@@ -295,7 +298,7 @@ func jsonKeys(kt kvTable, codec *record.KeyCodec, field string, objs []*structpb
 	return out, places, nil
 }
 
-func keyNames(c *record.KeyCodec) string {
+func keyNames(c record.RowKeyEncoder) string {
 	var names []string
 	for _, col := range c.Columns() {
 		names = append(names, col.Name)

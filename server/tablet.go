@@ -251,10 +251,10 @@ func (h *tabletHandler) encodeRows(t catalog.Table, rows []*structpb.Struct) ([]
 	builders := map[int32]*record.ArrowBuilder{}
 	order := []int32{}
 	sticky := h.stickyBucket(t)
-	var bucketKey *record.KeyCodec
+	var bucketKey record.RowKeyEncoder
 	if len(t.Registration.BucketKeys) > 0 {
 		var err error
-		if bucketKey, err = record.NewKeyCodec(t.Schema.Columns, t.Registration.BucketKeys); err != nil {
+		if bucketKey, err = record.BucketKeyEncoder(t.Descriptor()); err != nil {
 			return nil, err
 		}
 	}
@@ -275,7 +275,7 @@ func (h *tabletHandler) encodeRows(t catalog.Table, rows []*structpb.Struct) ([]
 				problems = append(problems, prefixFields(fmt.Sprintf("rows[%d].", i), err))
 				continue
 			}
-			bucket = int32(record.BucketOf(key, int(t.Registration.BucketCount)))
+			bucket = int32(record.BucketOfKey(t.Descriptor(), key, int(t.Registration.BucketCount)))
 		}
 		bld, ok := builders[bucket]
 		if !ok {
