@@ -487,7 +487,20 @@ func (h *tabletHandler) PrefixLookup(ctx context.Context, req *connect.Request[s
 		if len(buckets) > 0 {
 			return nil, &record.InvalidError{Field: "prefixes", Reason: "give either prefixes or buckets of keys, not both"}
 		}
-		if buckets, places, err = jsonKeys(kt, kt.bucketKey, "prefixes", m.Prefixes); err != nil {
+		// A prefix is the bucket key encoded as the primary key is (its
+		// byte prefix), placed by the bucket key's own encoding. A Paimon
+		// primary key has no such prefix in general (its fixed part grows
+		// with the key columns, and a string over 7 bytes lies past it), so
+		// a match would be luck.
+		if _, compacted := kt.pk.(*record.KeyCodec); !compacted {
+			return nil, &record.InvalidError{Field: "table", Reason: fmt.Sprintf("prefix lookup of %s.%s: its primary keys are Paimon keys (%s paimon), of which a bucket key is not in general a byte prefix; a table with %s 2 and its own bucket key has compacted primary keys",
+				kt.Database, kt.Name, record.OptDatalakeFormat, record.OptKvFormatVersion)}
+		}
+		prefix, err := record.NewKeyCodec(kt.Schema.Columns, kt.Registration.BucketKeys)
+		if err != nil {
+			return nil, err
+		}
+		if buckets, places, err = jsonKeys(kt, prefix, "prefixes", m.Prefixes); err != nil {
 			return nil, err
 		}
 	}
