@@ -108,6 +108,7 @@ func (h *adminHandler) createTable(ctx context.Context, req *connect.Request[str
 	if err != nil {
 		return nil, err
 	}
+	desc = kvFormatDefault(desc)
 	if desc, err = h.s.lakeTable(ctx, m.Database, m.Table, desc, m.IgnoreIfExists); err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strconv"
 	"strings"
 	"time"
 
@@ -74,6 +75,30 @@ func (s *Server) lakeTable(ctx context.Context, db, name string, desc record.Tab
 	}
 	s.lg.Info("created the lake table", "table", db+"."+name, "format", format, "dir", w.TableDir(db, name))
 	return desc, nil
+}
+
+// kvFormatDefault gives a new primary-key table that names no
+// table.kv.format-version the current one (2), as Fluss 0.9.1's
+// coordinator does (applySystemDefaults). It matters for lake tables: with
+// version 2 and a bucket key of its own a table of table.datalake.format
+// paimon has compacted primary keys (which prefix lookups need) and
+// Paimon-hashed buckets; without it the 0.9.1 client takes the legacy
+// version 1 and encodes its primary keys as Paimon keys
+// (record.PrimaryKeyEncoder). Any other table's keys are the same in both.
+func kvFormatDefault(desc record.TableDescriptor) record.TableDescriptor {
+	if !desc.HasPrimaryKey() {
+		return desc
+	}
+	if _, ok := desc.Properties[record.OptKvFormatVersion]; ok {
+		return desc
+	}
+	props := maps.Clone(desc.Properties)
+	if props == nil {
+		props = map[string]string{}
+	}
+	props[record.OptKvFormatVersion] = strconv.Itoa(record.CurrentKvFormatVersion)
+	desc.Properties = props
+	return desc
 }
 
 // lakeTableOptions are the lake catalog options a Fluss client sees in a

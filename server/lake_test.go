@@ -78,6 +78,9 @@ func TestFlussLakeTable(t *testing.T) {
 		p["table.datalake.paimon.metastore"] != "filesystem" || p[record.OptDatalakeEnabled] != "true" {
 		t.Errorf("lake table's properties %v", p)
 	}
+	if p := props("orders"); p[record.OptKvFormatVersion] != "2" {
+		t.Errorf("primary-key table's %s %q, want Fluss's default 2", record.OptKvFormatVersion, p[record.OptKvFormatVersion])
+	}
 	if p := props("plain"); p[record.OptDatalakeFormat] != "paimon" || p["table.datalake.paimon.warehouse"] != "" {
 		t.Errorf("plain table's properties %v, want table.datalake.format paimon and no lake catalog options", p)
 	}
@@ -100,7 +103,7 @@ func TestFlussLakeTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	withFormat := lake
-	withFormat.Properties = map[string]string{record.OptDatalakeEnabled: "true", record.OptDatalakeFreshness: "30s", record.OptDatalakeFormat: "paimon"}
+	withFormat.Properties = map[string]string{record.OptDatalakeEnabled: "true", record.OptDatalakeFreshness: "30s", record.OptDatalakeFormat: "paimon", record.OptKvFormatVersion: "2"}
 	norm, err := withFormat.Normalize(cfg.DefaultBucketNumber)
 	if err != nil {
 		t.Fatal(err)
@@ -212,7 +215,7 @@ func TestConnectKVOnPaimonKeyedTable(t *testing.T) {
 // with table.kv.format-version 2 and its own bucket key has compacted
 // primary keys and Paimon-hashed buckets (as the 0.9.1 client writes it),
 // and its prefixes are found; one with Paimon primary keys (kv format
-// version unset) is refused naming why, since a Paimon bucket key is a
+// version 1) is refused naming why, since a Paimon bucket key is a
 // byte prefix of the Paimon primary key only by luck (here it is: short
 // strings, one header word). Before, the v2 prefix was encoded with the
 // bucket key's Paimon encoding and found nothing.
@@ -226,11 +229,8 @@ func TestConnectPrefixLookupOnLakeNode(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		version string
-	}{{"v2", "2"}, {"v1", ""}} {
-		props := map[string]string{}
-		if tc.version != "" {
-			props[record.OptKvFormatVersion] = tc.version
-		}
+	}{{"v2", "2"}, {"v1", "1"}} {
+		props := map[string]string{record.OptKvFormatVersion: tc.version}
 		resp, err := adminClient(s).CreateTable(context.Background(), connect.NewRequest(&stromv1.CreateTableRequest{Database: "fluss", Table: tc.name,
 			Descriptor_: &stromv1.TableDescriptor{
 				Schema: &stromv1.Schema{Columns: []*stromv1.Column{{Name: "region", Type: "STRING"}, {Name: "id", Type: "BIGINT"}, {Name: "amount", Type: "BIGINT"}},
