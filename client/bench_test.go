@@ -304,7 +304,9 @@ func BenchmarkAppend(b *testing.B) {
 // batches decoded, no value read; a fetch's batches decoded one after
 // another (the default) and GOMAXPROCS at once (",parallel"; the numbers in
 // docs/benchmarks.md were taken when that was the default and the serial
-// variant was ",serial").
+// variant was ",serial"); and ",after-decode", each bucket fetched again
+// only once its answer is decoded and polled (the scanner before it fetched
+// while decoding). Whole rows are columns=20.
 func BenchmarkScanColumns(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -333,14 +335,18 @@ func BenchmarkScanColumns(b *testing.B) {
 		}
 		return n
 	}
-	variants(b, []string{"columns=5", "columns=5,parallel", "columns=10", "columns=10,parallel"}, func(b *testing.B, name string) {
+	variants(b, []string{"columns=5", "columns=5,after-decode", "columns=5,parallel", "columns=10", "columns=10,after-decode", "columns=10,parallel",
+		"columns=20", "columns=20,after-decode"}, func(b *testing.B, name string) {
 		var k int
 		if _, err := fmt.Sscanf(name, "columns=%d", &k); err != nil {
 			b.Fatal(err)
 		}
 		opts := []client.ScanOption{client.MaxWait(0), client.FetchMaxBytes(16<<20, 1<<20), client.Columns(names[:k]...)}
-		if strings.HasSuffix(name, ",parallel") {
+		switch {
+		case strings.HasSuffix(name, ",parallel"):
 			opts = append(opts, client.DecodeConcurrency(runtime.GOMAXPROCS(0)))
+		case strings.HasSuffix(name, ",after-decode"): // the fetch before it overlapped the decode
+			opts = append(opts, client.FetchAfterDecode())
 		}
 		for b.Loop() {
 			scanAll(b, ctx, tbl, n, opts, count)

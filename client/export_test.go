@@ -9,3 +9,11 @@ func NoPrefetch() ScanOption { return func(c *scanConfig) { c.noPrefetch = true 
 // it did before building moved to the bucket's sender: in the appending
 // goroutine, under the writer's lock. For benchmarks comparing the two.
 func BuildInAppend() WriterOption { return func(c *writerConfig) { c.buildInAppend = true } }
+
+// BeforeDecode makes a LogScanner call f before it decodes each answer.
+func BeforeDecode(f func()) ScanOption { return func(c *scanConfig) { c.beforeDecode = f } }
+
+// FetchAfterDecode makes a LogScanner fetch a bucket again only once its
+// last answer is decoded and polled, as it did before it fetched while
+// decoding. For benchmarks comparing the two.
+func FetchAfterDecode() ScanOption { return func(c *scanConfig) { c.afterDecode = true } }

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -212,5 +213,97 @@ func TestScannerClose(t *testing.T) {
 	sc.Close() // cancels the long poll rather than waiting 10s for it
 	if _, err := sc.Poll(ctx); !errors.Is(err, client.ErrScannerClosed) {
 		t.Fatalf("poll after close: %v, want ErrScannerClosed", err)
+	}
+}
+
+// countFetches is a transport that counts FetchLog requests.
+type countFetches struct {
+	next    http.RoundTripper
+	fetches atomic.Int64
+}
+
+func (c *countFetches) RoundTrip(r *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(r.URL.Path, "/FetchLog") {
+		c.fetches.Add(1)
+	}
+	return c.next.RoundTrip(r)
+}
+
+// A bucket's next fetch leaves when its answer has come, not when that
+// answer has been decoded and polled: with the decode of the first answer
+// held, a second fetch of the bucket is sent (from where the first
+// answer's batches end), and the rows still come exactly once, in order.
+// (Before, the next fetch left only at the Poll after the decode.)
+func TestScannerFetchesWhileItDecodes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := startNode(t)
+	createTable(t, c, "demo", "t", 1, []string{"k"},
+		&stromv1.Column{Name: "v", Type: "BIGINT"}, &stromv1.Column{Name: "k", Type: "STRING"})
+	tr := &countFetches{next: http.DefaultTransport}
+	c2, err := client.New(strings.TrimPrefix(c.Address(), "http://"), client.WithHTTPClient(&http.Client{Transport: tr}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := c2.Table(ctx, "demo", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := tbl.NewAppendWriter(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(ctx)
+	appendRows(t, ctx, w, "a", 0, 10)
+
+	hold, decoding := make(chan struct{}), make(chan struct{}, 1)
+	var held atomic.Bool
+	sc, err := tbl.NewLogScanner(client.MaxWait(20*time.Millisecond), client.BeforeDecode(func() {
+		if held.CompareAndSwap(false, true) { // the first answer only
+			decoding <- struct{}{}
+			select {
+			case <-hold:
+			case <-ctx.Done():
+			}
+		}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	if err := sc.Subscribe(ctx, 0, client.AtOffset(0)); err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	polled := make(chan error, 1)
+	poll := func() error {
+		fs, err := sc.Poll(ctx)
+		if err != nil {
+			return err
+		}
+		defer fs.Release()
+		for _, r := range fs.Records() {
+			if want := int64(len(got)); r.Offset != want || r.Row[0] != want {
+				return fmt.Errorf("offset %d value %v, want %d", r.Offset, r.Row[0], want)
+			}
+			got = append(got, r.Row[0].(int64))
+		}
+		return nil
+	}
+	go func() { polled <- poll() }()
+	<-decoding
+	waitFor(t, ctx, "a second fetch while the first answer is decoded", func() bool { return tr.fetches.Load() >= 2 })
+	close(hold)
+	if err := <-polled; err != nil {
+		t.Fatal(err)
+	}
+	appendRows(t, ctx, w, "a", 10, 20)
+	for len(got) < 20 {
+		if err := poll(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(got) != 20 {
+		t.Fatalf("read %d rows, want 20", len(got))
 	}
 }

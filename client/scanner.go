@@ -50,8 +50,10 @@ type scanConfig struct {
 	bucketMaxBytes int32
 	maxWait        time.Duration
 	skipCorrupt    bool
-	decoders       int  // batches decoded at once; 0 until NewLogScanner: GOMAXPROCS
-	noPrefetch     bool // the fetch before prefetching, for benchmarks (export_test.go)
+	decoders       int    // batches decoded at once; 0 until NewLogScanner: GOMAXPROCS
+	noPrefetch     bool   // the fetch before prefetching, for benchmarks (export_test.go)
+	beforeDecode   func() // called before each answer is decoded, for tests (export_test.go)
+	afterDecode    bool   // a bucket fetched again only once its answer is polled, for benchmarks (export_test.go)
 }
 
 // ScanOption configures a LogScanner.
@@ -72,9 +74,9 @@ func MaxWait(d time.Duration) ScanOption { return func(c *scanConfig) { c.maxWai
 
 // DecodeConcurrency bounds how many of a fetch's Arrow batches are decoded
 // at once (ZSTD and the columns' validation, most of a scan's CPU), in
-// goroutines of the fetch that wait for each other before the fetch is
-// buffered. n ≤ 1 (the default) decodes them one after another in the
-// fetch's goroutine: on a machine whose cores the server and other work
+// the scanner's decoder goroutine and n-1 more that it waits for before
+// the fetch is buffered. n ≤ 1 (the default) decodes them one after
+// another in the decoder: on a machine whose cores the server and other work
 // keep busy, decoding at once was slower (docs/benchmarks.md); raise it
 // where the client has cores to spare. What a Poll returns does not
 // depend on it.
@@ -113,12 +115,15 @@ func (e *CorruptBatchError) Unwrap() error { return e.Err }
 
 // LogScanner reads a log table (or a primary-key table's changelog) from
 // the buckets it is subscribed to. Like Fluss's LogFetcher it keeps one
-// fetch in flight per leader node, for that node's buckets that have
-// nothing buffered, and buffers each bucket's completed fetch (one per
-// bucket at most: a bucket with a fetch buffered is not fetched again until
-// Poll returns it). Poll returns what is buffered, and sends the next
-// fetches before it returns. It is not safe for concurrent Polls; Close
-// stops the fetches in flight.
+// fetch in flight per leader node, for that node's buckets, and buffers
+// what they answer until Poll returns it. A bucket is fetched again as soon
+// as its answer has come, from where that answer's batches end, while one
+// goroutine decodes the answers in the order they came: the node reads the
+// next while this side decodes the last. A bucket holds at most two answers
+// that Poll has not returned (decoding or decoded; Poll returns them as one
+// BucketFetch) besides the one in flight. Poll returns what is decoded,
+// and sends the next fetches before it returns. It is not safe for
+// concurrent Polls; Close stops the fetches in flight.
 type LogScanner struct {
 	t      *Table
 	cfg    scanConfig
@@ -131,25 +136,50 @@ type LogScanner struct {
 
 	ctx    context.Context // of the fetches; cancelled by Close
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // the fetches in flight
-	ready  chan struct{}  // a fetch completed (buffer 1)
+	wg     sync.WaitGroup // the fetches in flight and the decoder
+	ready  chan struct{}  // an answer was decoded (buffer 1)
+	wake   chan struct{}  // an answer was queued for the decoder (buffer 1)
 
 	mu struct {
 		sync.Mutex
 		offsets  map[int32]int64              // next offset per subscribed bucket
 		stopped  map[int32]*CorruptBatchError // buckets stopped at a batch they cannot read
 		epoch    map[int32]uint64             // per bucket, changed by Subscribe: a fetch sent before is stale
-		inflight map[int32]bool               // buckets with a fetch in flight
+		inflight map[int32]bool               // buckets with a fetch in flight, or an answer that must be decoded before the next
 		busy     map[*node]bool               // nodes with a fetch in flight
-		buffered map[int32]fetched            // completed fetches not returned yet
+		buffered map[int32]fetched            // decoded answers not returned yet, a bucket's two merged
+		// held counts a bucket's answers accepted and not returned
+		// (decoding or buffered); ahead is where its next fetch starts
+		// while it holds some (the end of the last one's batches), absent
+		// when it may not be fetched until Poll returns them (an answer
+		// with an error, or one whose decode ended elsewhere).
+		held  map[int32]int
+		ahead map[int32]int64
+		queue []answer // answers for the decoder, in the order they came
 	}
 }
 
+// answer is one node's answer to a fetch, for the decoder: the buckets'
+// results as fetched from pos (nil: not wanted any more), the fetch's
+// subscription epochs, the results' batches framed, which results hold
+// their bucket until decoded, and the reply buffers to give back once they
+// are decoded (err: no node answered).
+type answer struct {
+	results []*stromv1.FetchBucketResult
+	pos     map[int32]int64
+	epochs  map[int32]uint64
+	frames  []framed
+	holds   []bool
+	release func()
+	err     error
+}
+
 // fetched is one bucket's completed fetch, decoded, with the offset it
-// moves the bucket to.
+// moves the bucket to; count answers merged into it.
 type fetched struct {
 	f     BucketFetch
 	next  int64
+	count int
 	epoch uint64
 	// failed is the error of a fetch of which no node answered (f.Err
 	// says the same): a Poll returning only such fetches returns it.
@@ -191,8 +221,13 @@ func (t *Table) NewLogScanner(opts ...ScanOption) (*LogScanner, error) {
 	s.mu.inflight = map[int32]bool{}
 	s.mu.busy = map[*node]bool{}
 	s.mu.buffered = map[int32]fetched{}
+	s.mu.held = map[int32]int{}
+	s.mu.ahead = map[int32]int64{}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.ready = make(chan struct{}, 1)
+	s.wake = make(chan struct{}, 1)
+	s.wg.Add(1)
+	go s.decodeLoop()
 	return s, nil
 }
 
@@ -230,6 +265,8 @@ func (s *LogScanner) Subscribe(ctx context.Context, bucket int32, start StartOff
 		Fetches{b.f}.Release()
 		delete(s.mu.buffered, bucket)
 	}
+	delete(s.mu.held, bucket) // answers still coming are of the old epoch
+	delete(s.mu.ahead, bucket)
 	s.mu.Unlock()
 	return nil
 }
@@ -328,9 +365,10 @@ func (fs Fetches) Release() {
 // and not returned yet, waiting (up to MaxWait on the server, more while
 // no node answers) while it has nothing, and advances the scanner past what
 // it returns. Before returning it sends the next fetches (one per leader
-// node with none in flight, for the buckets with nothing buffered), so
+// node with none in flight, for the buckets holding fewer than two
+// answers; a bucket is also fetched again as soon as its answer comes), so
 // that they proceed while the caller reads. A bucket's fetch is returned
-// as soon as it completes: a leader with no new data does not hold up the
+// as soon as it is decoded: a leader with no new data does not hold up the
 // others'. An error is returned only when no bucket could be asked (every
 // bucket is stopped at a batch it cannot read, or no node answered within
 // the retry timeout); per-bucket errors are in the fetches.
@@ -394,6 +432,10 @@ func (s *LogScanner) takeLocked() (Fetches, error) {
 		}
 		delete(s.mu.buffered, b)
 		s.mu.offsets[b] = r.next
+		if s.mu.held[b] -= r.count; s.mu.held[b] <= 0 {
+			delete(s.mu.held, b)
+			delete(s.mu.ahead, b)
+		}
 		var ce *CorruptBatchError
 		if errors.As(r.f.Err, &ce) {
 			s.mu.stopped[b] = ce
@@ -408,13 +450,17 @@ func (s *LogScanner) takeLocked() (Fetches, error) {
 }
 
 // sendLocked sends a fetch to each leader node with none in flight, for
-// its buckets that are subscribed, not stopped, not being fetched and with
-// nothing buffered.
+// its buckets that are subscribed, not stopped, not being fetched and
+// holding fewer than two answers, each from where its answers end (its
+// next offset when it holds none).
 func (s *LogScanner) sendLocked() {
+	if s.ctx.Err() != nil {
+		return // closed
+	}
 	var buckets []int32
 	for b := range s.mu.offsets {
 		if s.mu.stopped[b] == nil && !s.mu.inflight[b] {
-			if _, ok := s.mu.buffered[b]; !ok {
+			if _, ok := s.startLocked(b); ok && s.mu.held[b] < 2 {
 				buckets = append(buckets, b)
 			}
 		}
@@ -430,7 +476,8 @@ func (s *LogScanner) sendLocked() {
 		epochs := make(map[int32]uint64, len(bs))
 		for _, b := range bs {
 			s.mu.inflight[b] = true
-			pos[b], epochs[b] = s.mu.offsets[b], s.mu.epoch[b]
+			pos[b], _ = s.startLocked(b)
+			epochs[b] = s.mu.epoch[b]
 		}
 		s.wg.Add(1)
 		go func() {
@@ -444,32 +491,213 @@ func (s *LogScanner) sendLocked() {
 					results = append(results, &stromv1.FetchBucketResult{Bucket: b, Error: d})
 				}
 			}
-			// Decoded here, outside the lock, while the caller reads.
-			done := s.decodeAll(results, pos)
-			for i := range done {
-				done[i].epoch, done[i].failed = epochs[results[i].Bucket], err
-			}
-			release() // the batches are decoded: the replies' buffers go back
-			s.mu.Lock()
-			delete(s.mu.busy, n)
-			for _, b := range bs {
-				delete(s.mu.inflight, b)
-			}
-			for _, d := range done {
-				b := d.f.Bucket
-				if _, ok := s.mu.offsets[b]; !ok || d.epoch != s.mu.epoch[b] || s.ctx.Err() != nil {
-					Fetches{d.f}.Release() // subscribed elsewhere since: stale
-					continue
-				}
-				s.mu.buffered[b] = d
+			s.land(n, bs, answer{results: results, pos: pos, epochs: epochs, release: release, err: err})
+		}()
+	}
+}
+
+// startLocked is where bucket b's next fetch starts: its next offset when
+// it holds no answer, else where its answers end; false when it holds
+// answers that must be returned before it is fetched again.
+func (s *LogScanner) startLocked(b int32) (int64, bool) {
+	if s.mu.held[b] == 0 {
+		return s.mu.offsets[b], true
+	}
+	p, ok := s.mu.ahead[b]
+	return p, ok
+}
+
+// land takes node n's answer for buckets bs: it frames each result's
+// batches (their lengths only), accepts the results of the buckets whose
+// subscription and position are still those the fetch was sent for, frees
+// those buckets to be fetched again from where their batches end (a result
+// with an error, or whose batches cannot all be framed, holds its bucket
+// until it is decoded), sends the next fetches, and queues the answer for
+// the decoder.
+func (s *LogScanner) land(n *node, bs []int32, a answer) {
+	a.frames = make([]framed, len(a.results))
+	a.holds = make([]bool, len(a.results))
+	for i, r := range a.results {
+		if r.Error == nil {
+			a.frames[i] = frame(r.Records)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.mu.busy, n)
+	answered := map[int32]bool{}
+	for i, r := range a.results {
+		b := r.Bucket
+		answered[b] = true
+		delete(s.mu.inflight, b)
+		if !s.currentLocked(b, a.epochs[b], a.pos[b]) {
+			a.results[i] = nil // stale: the decoder skips it
+			continue
+		}
+		s.mu.held[b]++
+		if end, ok := framedEnd(r, a.pos[b], &a.frames[i]); ok && !s.cfg.noPrefetch && !s.cfg.afterDecode {
+			s.mu.ahead[b] = end
+		} else {
+			delete(s.mu.ahead, b)
+			s.mu.inflight[b] = true // until the decoder has it
+			a.holds[i] = true
+		}
+	}
+	for _, b := range bs {
+		if !answered[b] {
+			delete(s.mu.inflight, b)
+		}
+	}
+	s.mu.queue = append(s.mu.queue, a)
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	if !s.cfg.noPrefetch {
+		s.sendLocked()
+	}
+}
+
+// currentLocked reports whether an answer for bucket b fetched at pos under
+// subscription epoch is still wanted: b is subscribed with that epoch, and
+// pos is where its next fetch starts.
+func (s *LogScanner) currentLocked(b int32, epoch uint64, pos int64) bool {
+	if _, ok := s.mu.offsets[b]; !ok || epoch != s.mu.epoch[b] || s.ctx.Err() != nil {
+		return false
+	}
+	start, ok := s.startLocked(b)
+	return ok && start == pos
+}
+
+// framedEnd is where the answer r, fetched at from, ends if each of its
+// batches decodes (decode's next offset then): false when r has an error
+// or bytes that do not frame as batches.
+func framedEnd(r *stromv1.FetchBucketResult, from int64, fr *framed) (int64, bool) {
+	if r.Error != nil || fr.tail != nil {
+		return 0, false
+	}
+	if from == EarliestOffset {
+		from = r.LogStartOffset
+	}
+	if len(fr.batches) == 0 {
+		return from, true
+	}
+	return fr.batches[len(fr.batches)-1].NextOffset(), true
+}
+
+// decodeLoop decodes the answers in the order they came and buffers them,
+// until Close.
+func (s *LogScanner) decodeLoop() {
+	defer s.wg.Done()
+	for {
+		s.mu.Lock()
+		if len(s.mu.queue) == 0 {
+			if s.ctx.Err() != nil {
+				s.mu.Unlock()
+				return
 			}
 			s.mu.Unlock()
 			select {
-			case s.ready <- struct{}{}:
-			default:
+			case <-s.wake:
+			case <-s.ctx.Done():
 			}
-		}()
+			continue
+		}
+		a := s.mu.queue[0]
+		s.mu.queue = s.mu.queue[1:]
+		s.mu.Unlock()
+		s.decodeAnswer(a)
 	}
+}
+
+// decodeAnswer decodes answer a's accepted results and buffers each after
+// what its bucket holds, if it starts where that ends; results that no
+// longer fit are dropped.
+func (s *LogScanner) decodeAnswer(a answer) {
+	var results []*stromv1.FetchBucketResult
+	var frames []framed
+	var holds []bool
+	for i, r := range a.results {
+		if r != nil {
+			results = append(results, r)
+			frames = append(frames, a.frames[i])
+			holds = append(holds, a.holds[i])
+		}
+	}
+	if s.cfg.beforeDecode != nil {
+		s.cfg.beforeDecode()
+	}
+	done := s.decodeAll(results, a.pos, frames)
+	framedOK := make([]bool, len(done)) // decoded where the framing said
+	for i, d := range done {
+		end, ok := framedEnd(results[i], a.pos[d.f.Bucket], &frames[i])
+		framedOK[i] = ok && end == d.next
+	}
+	if a.release != nil {
+		a.release() // the batches are decoded: the replies' buffers go back
+	}
+	s.mu.Lock()
+	for i, d := range done {
+		b := d.f.Bucket
+		d.epoch, d.failed, d.count = a.epochs[b], a.err, 1
+		if holds[i] {
+			delete(s.mu.inflight, b) // it held its bucket: no fetch of it left since
+		}
+		if !framedOK[i] && d.epoch == s.mu.epoch[b] {
+			// An error, or decoded elsewhere than the framing said (a
+			// batch that cannot be read): the bucket waits until Poll
+			// returns it, and a fetch sent from the framed end is not
+			// wanted.
+			delete(s.mu.ahead, b)
+		}
+		s.bufferLocked(d, a.pos[b])
+	}
+	if !s.cfg.noPrefetch {
+		s.sendLocked()
+	}
+	s.mu.Unlock()
+	select {
+	case s.ready <- struct{}{}:
+	default:
+	}
+}
+
+// bufferLocked buffers d, the decoded answer of a fetch sent at pos: after
+// what its bucket has buffered when it starts where that ends, alone when
+// the bucket has nothing buffered; otherwise (an answer of a subscription
+// since replaced, or one that follows an answer that ended elsewhere than
+// its framing said, or an error after buffered records, which the next
+// fetch asks again) it is released.
+func (s *LogScanner) bufferLocked(d fetched, pos int64) {
+	b := d.f.Bucket
+	if _, ok := s.mu.offsets[b]; !ok || d.epoch != s.mu.epoch[b] || s.ctx.Err() != nil {
+		Fetches{d.f}.Release() // subscribed elsewhere since: stale
+		return
+	}
+	prev, ok := s.mu.buffered[b]
+	var ce *CorruptBatchError
+	fits := !ok && pos == s.mu.offsets[b] ||
+		ok && prev.f.Err == nil && pos == prev.next && (d.f.Err == nil || errors.As(d.f.Err, &ce))
+	if !fits {
+		Fetches{d.f}.Release()
+		if s.mu.held[b]--; s.mu.held[b] <= 0 {
+			delete(s.mu.held, b)
+			delete(s.mu.ahead, b)
+		}
+		return
+	}
+	if !ok {
+		s.mu.buffered[b] = d
+		return
+	}
+	prev.f.Batches = append(prev.f.Batches, d.f.Batches...)
+	prev.f.Offsets = append(prev.f.Offsets, d.f.Offsets...)
+	prev.f.Timestamps = append(prev.f.Timestamps, d.f.Timestamps...)
+	prev.f.Skipped = append(prev.f.Skipped, d.f.Skipped...)
+	prev.f.HighWatermark, prev.f.Err = d.f.HighWatermark, d.f.Err
+	prev.f.Bytes += d.f.Bytes
+	prev.next, prev.count, prev.failed = d.next, prev.count+d.count, nil
+	s.mu.buffered[b] = prev
 }
 
 // Close stops the fetches in flight, waits for them, and releases what was
@@ -483,6 +711,12 @@ func (s *LogScanner) Close() {
 		Fetches{r.f}.Release()
 		delete(s.mu.buffered, b)
 	}
+	for _, a := range s.mu.queue { // landed after the decoder stopped
+		if a.release != nil {
+			a.release()
+		}
+	}
+	s.mu.queue = nil
 }
 
 // fetch sends one FetchLog per leader, for its buckets, all at once, and
@@ -552,14 +786,12 @@ func errorDetail(err error) *stromv1.ErrorDetail {
 // BucketFetch and the bucket's next offset (the f and next of the fetched
 // at the same index), with the batches of all of them decoded up to
 // cfg.decoders at once (parallel).
-func (s *LogScanner) decodeAll(results []*stromv1.FetchBucketResult, pos map[int32]int64) []fetched {
-	frames := make([]framed, len(results))
+func (s *LogScanner) decodeAll(results []*stromv1.FetchBucketResult, pos map[int32]int64, frames []framed) []fetched {
 	var jobs [][2]int // result, batch
 	for i, r := range results {
 		if r.Error != nil {
 			continue
 		}
-		frames[i] = frame(r.Records)
 		for j := range frames[i].batches {
 			jobs = append(jobs, [2]int{i, j})
 		}
