@@ -223,6 +223,7 @@ FLINK_OPENS=(--add-exports=java.base/sun.net.util=ALL-UNNAMED --add-exports=java
   --add-opens=java.base/java.util.concurrent=ALL-UNNAMED --add-opens=java.base/java.util.concurrent.atomic=ALL-UNNAMED
   --add-opens=java.base/java.util.concurrent.locks=ALL-UNNAMED)
 t1=$(date +%s)
+: > "$WORK/logs/quickstart.out" # before the tail below opens it
 java -Xmx"$FLINK_HEAP" "${JVM[@]}" "${FLINK_OPENS[@]}" "${L4JOPT[@]}" -Dlog.file="$WORK/logs/flink.log" \
   -cp "$QCP" Quickstart "$BOOT" "$QS/sources.sql" "$SQL" \
   > "$WORK/logs/quickstart.out" 2> "$WORK/logs/quickstart.err" &
