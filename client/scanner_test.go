@@ -102,11 +102,16 @@ func TestScannerStopsAtABatchItCannotRead(t *testing.T) {
 	for _, tc := range []struct {
 		columns  []string
 		decoders int
-	}{{[]string{"id"}, 1}, {nil, 1}, {nil, 3}} {
+		perFetch bool // a batch an answer: the next fetch leaves, past the damaged batch, while it is decoded
+	}{{[]string{"id"}, 1, false}, {nil, 1, false}, {nil, 3, false}, {nil, 1, true}, {[]string{"id"}, 1, true}} {
 		columns := tc.columns
-		t.Run(fmt.Sprintf("columns=%v/decoders=%d", columns, tc.decoders), func(t *testing.T) {
+		t.Run(fmt.Sprintf("columns=%v/decoders=%d/batch-a-fetch=%v", columns, tc.decoders, tc.perFetch), func(t *testing.T) {
 			ctx := context.Background()
-			sc, err := tbl.NewLogScanner(client.Columns(columns...), client.MaxWait(10*time.Millisecond), client.DecodeConcurrency(tc.decoders))
+			opts := []client.ScanOption{client.Columns(columns...), client.MaxWait(10 * time.Millisecond), client.DecodeConcurrency(tc.decoders)}
+			if tc.perFetch {
+				opts = append(opts, client.FetchMaxBytes(16<<20, 1)) // a node answers at least one batch
+			}
+			sc, err := tbl.NewLogScanner(opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -131,7 +136,7 @@ func TestScannerStopsAtABatchItCannotRead(t *testing.T) {
 				t.Errorf("after Subscribe past it: %v, %v", ids, err)
 			}
 
-			skipping, err := tbl.NewLogScanner(client.Columns(columns...), client.MaxWait(10*time.Millisecond), client.SkipCorrupt(), client.DecodeConcurrency(tc.decoders))
+			skipping, err := tbl.NewLogScanner(append(opts, client.SkipCorrupt())...)
 			if err != nil {
 				t.Fatal(err)
 			}
