@@ -86,8 +86,9 @@ step "allocation tests (without -race, which changes allocation)"
 # counting produce and fetch for /metrics allocates nothing, that a fetch
 # does not copy its log read, and that the leader's replica fetch reads into
 # pooled buffers; and, on the Fluss listener's path, that converting batch after
-# batch onto one answer grows it amortised and that finding a request's message
-# types allocates only the messages.
+# batch onto one answer grows it amortised, that finding a request's message
+# types allocates only the messages, and that a FETCH_LOG copies neither its
+# reads nor its answer (TestFlussFetchDoesNotCopy, matched by DoesNotCopy).
 go test -count=1 -run 'DoesNotCopy|AllocatesNothing|LendsReadBuffers' "$@" ./server/ ./client/
 go test -count=1 -run 'GrowsAmortised|AllocatesOnlyTheMessages' "$@" ./fluss/logbatch/ ./fluss/protocol/
 

@@ -43,7 +43,7 @@ func TestFlussListen(t *testing.T) {
 	}
 }
 
-func dialFluss(t *testing.T, addr string) net.Conn {
+func dialFluss(t testing.TB, addr string) net.Conn {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -54,7 +54,7 @@ func dialFluss(t *testing.T, addr string) net.Conn {
 	return c
 }
 
-func apiVersions(t *testing.T, c net.Conn) {
+func apiVersions(t testing.TB, c net.Conn) {
 	t.Helper()
 	req, err := wire.AppendRequest(nil, wire.RequestHeader{APIKey: protocol.ApiVersions, RequestID: 42},
 		&flusspb.ApiVersionsRequest{ClientSoftwareName: proto.String("fluss-java-client"), ClientSoftwareVersion: proto.String("0.9.1")})
@@ -97,7 +97,7 @@ func TestFlussListenValidated(t *testing.T) {
 
 // flussCall sends one request on c and decodes a success into into; it
 // returns the error code of an error response (None on success).
-func flussCall(t *testing.T, c net.Conn, key protocol.APIKey, req, into proto.Message) protocol.ErrorCode {
+func flussCall(t testing.TB, c net.Conn, key protocol.APIKey, req, into proto.Message) protocol.ErrorCode {
 	t.Helper()
 	out, err := wire.AppendRequest(nil, wire.RequestHeader{APIKey: key, RequestID: 1}, req)
 	if err != nil {

@@ -127,8 +127,11 @@ func TestMaxInFlight(t *testing.T) {
 			t.Fatalf("response %+v, want request %d's", resp, id)
 		}
 	}
-	if cat.most != 1 {
-		t.Fatalf("%d handlers ran at once, want 1 (MaxInFlight)", cat.most)
+	cat.mu.Lock()
+	most := cat.most
+	cat.mu.Unlock()
+	if most != 1 {
+		t.Fatalf("%d handlers ran at once, want 1 (MaxInFlight)", most)
 	}
 }
 

@@ -253,7 +253,7 @@ func (s *Server) serve(c net.Conn) {
 				s.lg.Info("fluss connection closed on a bad frame", "remote", c.RemoteAddr().String(), "err", err)
 				if errors.Is(err, wire.ErrFrameTooLarge) || errors.Is(err, wire.ErrMalformed) {
 					out, _ := wire.AppendServerFailure(nil, protocol.CorruptMessage, err.Error())
-					cn.write(out)
+					cn.write(whole(out))
 				}
 			}
 			return
@@ -271,10 +271,11 @@ func (s *Server) serve(c net.Conn) {
 			defer cn.reqs.Done()
 			defer cn.budget.release(size)
 			defer turn.done()
-			out, err := s.handle(withTurn(ctx, turn), nil, h, body)
+			out, err := s.handle(withTurn(ctx, turn), h, body)
 			if err == nil {
 				err = cn.write(out)
 			}
+			out.done()
 			if err != nil {
 				s.lg.Info("fluss connection closed", "remote", c.RemoteAddr().String(), "err", err)
 				c.Close() // ends the reading too
@@ -293,12 +294,36 @@ type conn struct {
 	wmu sync.Mutex // held while writing one response
 }
 
-// write writes one whole response frame.
-func (cn *conn) write(frame []byte) error {
+// write writes one whole response frame, its parts in one vectored write
+// (writev) where the connection has it.
+func (cn *conn) write(p parts) error {
 	cn.wmu.Lock()
 	defer cn.wmu.Unlock()
-	_, err := cn.c.Write(frame)
+	if len(p.bufs) == 1 {
+		_, err := cn.c.Write(p.bufs[0])
+		return err
+	}
+	_, err := p.bufs.WriteTo(cn.c)
 	return err
+}
+
+// parts is a response frame, or a response body, in parts written one
+// after another without copying them together; release, when set, gives
+// back the buffers they are in once written (or not to be). FETCH_LOG's
+// answer is one: its records go out from the buffers they were read into.
+type parts struct {
+	bufs    net.Buffers
+	release func()
+}
+
+// whole is a frame in one part.
+func whole(frame []byte) parts { return parts{bufs: net.Buffers{frame}} }
+
+// done releases p's buffers, if it has any to give back.
+func (p parts) done() {
+	if p.release != nil {
+		p.release()
+	}
 }
 
 // budget bounds one connection's requests in flight: their number and
@@ -349,35 +374,51 @@ func (b *budget) release(size int64) {
 	b.cond.Broadcast()
 }
 
-// handle appends the response frame to request h with body to dst.
-func (s *Server) handle(ctx context.Context, dst []byte, h wire.RequestHeader, body []byte) ([]byte, error) {
+// handle returns the response frame to request h with body; parts' done
+// gives back its buffers once it is written (or on error, not to be).
+func (s *Server) handle(ctx context.Context, h wire.RequestHeader, body []byte) (parts, error) {
 	info, known := protocol.Info(h.APIKey)
 	hf, served := handlers[h.APIKey]
+	fail := func(code protocol.ErrorCode, msg string) (parts, error) {
+		out, err := wire.AppendError(nil, h.RequestID, code, msg)
+		return whole(out), err
+	}
 	switch {
 	case !known:
-		return wire.AppendError(dst, h.RequestID, protocol.UnsupportedVersion,
-			fmt.Sprintf("unknown API key %d: not one of Fluss 0.9.1's", h.APIKey))
+		return fail(protocol.UnsupportedVersion, fmt.Sprintf("unknown API key %d: not one of Fluss 0.9.1's", h.APIKey))
 	case !served || !hf.ready(s):
-		return wire.AppendError(dst, h.RequestID, protocol.UnsupportedVersion,
-			fmt.Sprintf("Strom does not serve %s yet", h.APIKey))
+		return fail(protocol.UnsupportedVersion, fmt.Sprintf("Strom does not serve %s yet", h.APIKey))
 	case h.APIVersion < info.MinVersion || h.APIVersion > info.MaxVersion:
-		return wire.AppendError(dst, h.RequestID, protocol.UnsupportedVersion,
+		return fail(protocol.UnsupportedVersion,
 			fmt.Sprintf("%s version %d is not supported: Strom serves versions %d to %d", h.APIKey, h.APIVersion, info.MinVersion, info.MaxVersion))
 	}
 	req, _, _ := protocol.Messages(h.APIKey)
 	if err := proto.Unmarshal(body, req); err != nil {
-		return wire.AppendError(dst, h.RequestID, protocol.CorruptMessage, fmt.Sprintf("%s request body: %v", h.APIKey, err))
+		return fail(protocol.CorruptMessage, fmt.Sprintf("%s request body: %v", h.APIKey, err))
 	}
 	if h.APIKey != protocol.ApiVersions && s.cfg.Ready != nil && !s.cfg.Ready() {
-		code, msg := errorCode(rpc.ErrNotReady)
-		return wire.AppendError(dst, h.RequestID, code, msg)
+		return fail(errorCode(rpc.ErrNotReady))
+	}
+	if hf.inParts != nil {
+		p, err := hf.inParts(ctx, s, h.APIVersion, req)
+		if err != nil {
+			code, msg := errorCode(err)
+			return fail(code, fmt.Sprintf("%s: %s", h.APIKey, msg))
+		}
+		n := 0
+		for _, b := range p.bufs {
+			n += len(b)
+		}
+		p.bufs = append(net.Buffers{wire.AppendResponseHeader(nil, h.RequestID, n)}, p.bufs...)
+		return p, nil
 	}
 	resp, err := hf.serve(ctx, s, h.APIVersion, req)
 	if err != nil {
 		code, msg := errorCode(err)
-		return wire.AppendError(dst, h.RequestID, code, fmt.Sprintf("%s: %s", h.APIKey, msg))
+		return fail(code, fmt.Sprintf("%s: %s", h.APIKey, msg))
 	}
-	return wire.AppendResponse(dst, h.RequestID, resp)
+	out, err := wire.AppendResponse(nil, h.RequestID, resp)
+	return whole(out), err
 }
 
 // handler serves one API key. serve gets the decoded request (the key's
@@ -387,13 +428,27 @@ func (s *Server) handle(ctx context.Context, dst []byte, h wire.RequestHeader, b
 // a listener that serves only some groups).
 type handler struct {
 	serve func(ctx context.Context, s *Server, version int16, req proto.Message) (proto.Message, error)
-	ready func(s *Server) bool
+	// inParts, set instead of serve, returns the response's body, the
+	// key's response message encoded, in parts (FETCH_LOG's).
+	inParts func(ctx context.Context, s *Server, version int16, req proto.Message) (parts, error)
+	ready   func(s *Server) bool
 }
 
 // typed makes a handler of f, which takes the key's request message.
 func typed[Req proto.Message](ready func(*Server) bool, f func(s *Server, ctx context.Context, version int16, req Req) (proto.Message, error)) handler {
 	return handler{
 		serve: func(ctx context.Context, s *Server, version int16, req proto.Message) (proto.Message, error) {
+			return f(s, ctx, version, req.(Req))
+		},
+		ready: ready,
+	}
+}
+
+// inParts makes a handler of f, which takes the key's request message and
+// returns the response's body in parts.
+func inParts[Req proto.Message](ready func(*Server) bool, f func(s *Server, ctx context.Context, version int16, req Req) (parts, error)) handler {
+	return handler{
+		inParts: func(ctx context.Context, s *Server, version int16, req proto.Message) (parts, error) {
 			return f(s, ctx, version, req.(Req))
 		},
 		ready: ready,

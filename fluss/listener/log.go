@@ -3,9 +3,12 @@ package listener
 import (
 	"context"
 	"fmt"
+	"net"
 	"reflect"
+	"sync"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"strom/fluss/gen/flusspb"
@@ -13,6 +16,7 @@ import (
 	"strom/fluss/protocol"
 	"strom/raftmeta/catalog"
 	"strom/record"
+	"strom/rpc"
 	"strom/tablet/log"
 	"strom/tablet/replica"
 )
@@ -50,7 +54,7 @@ type LogNode interface {
 var logHandlers = map[protocol.APIKey]handler{
 	protocol.InitWriter:  typed(hasLog, (*Server).initWriter),
 	protocol.ProduceLog:  typed(hasLog, (*Server).produceLog),
-	protocol.FetchLog:    typed(hasLog, (*Server).fetchLog),
+	protocol.FetchLog:    inParts(hasLog, (*Server).fetchLog),
 	protocol.ListOffsets: typed(hasLog, (*Server).listOffsets),
 }
 
@@ -229,14 +233,16 @@ type fetchTable struct {
 // offset (-2: the log start) up to its max_fetch_bytes and the request's
 // max_bytes (capped by fetch.max.bytes), pruned to projected_fields by
 // record.ProjectBatch when projection is pushed down (no decoding), in
-// 0.9.1's V1 layout (logbatch.ToFluss), with the high watermark and log
-// start. Until min_bytes are there it waits for any of the buckets to
-// advance, at most max_wait_ms (capped at 5 minutes), and then answers with
-// what there is.
-func (s *Server) fetchLog(ctx context.Context, _ int16, req *flusspb.FetchLogRequest) (proto.Message, error) {
+// 0.9.1's V1 layout (logbatch), with the high watermark and log start.
+// Until min_bytes are there it waits for any of the buckets to advance, at
+// most max_wait_ms (capped at 5 minutes), and then answers with what there
+// is. The answer goes out in parts (fetchAnswer.encode): the records from
+// the pooled buffers they were read or pruned into, given back once
+// written.
+func (s *Server) fetchLog(ctx context.Context, _ int16, req *flusspb.FetchLogRequest) (parts, error) {
 	n := s.cfg.Log
 	if id := req.GetFollowerServerId(); id != -1 {
-		return nil, followerError(id)
+		return parts{}, followerError(id)
 	}
 	maxBytes := n.FetchMaxBytes()
 	if m := int(req.GetMaxBytes()); m > 0 {
@@ -254,31 +260,142 @@ func (s *Server) fetchLog(ctx context.Context, _ int16, req *flusspb.FetchLogReq
 			ft.cols, ft.err = projectedFields(ft.t, tr.ProjectedFields)
 		}
 	}
+	scratch := scratchBufs.Get().(*[]byte) // one pruned batch in Strom's layout, for every bucket
+	defer scratchBufs.Put(scratch)
 	for {
-		resp := &flusspb.FetchLogResponse{}
+		a := &fetchAnswer{}
 		total := 0
 		raw := projectedReadFactor * maxBytes // what projected buckets may still read
 		var wake []<-chan struct{}
 		for _, ft := range tables {
-			tr := &flusspb.PbFetchLogRespForTable{TableId: proto.Int64(ft.req.GetTableId())}
-			resp.TablesResp = append(resp.TablesResp, tr)
+			at := answerTable{id: ft.req.GetTableId()}
 			for _, br := range ft.req.BucketsReq {
-				res, size, read, advanced := fetchBucket(n, ft, br, maxBytes-total, raw)
-				tr.BucketsResp = append(tr.BucketsResp, res)
-				total += size
+				ab, read, advanced := fetchBucket(n, ft, br, maxBytes-total, raw, a, scratch)
+				at.buckets = append(at.buckets, ab)
+				total += ab.size
 				raw -= read
 				if advanced != nil {
 					wake = append(wake, advanced)
 				}
 			}
+			a.tables = append(a.tables, at)
 		}
 		if total >= minBytes || wait <= 0 || !time.Now().Before(deadline) || len(wake) == 0 {
-			return resp, nil
+			return a.encode()
 		}
 		if !waitAny(ctx, n.Stopping(), wake, time.Until(deadline)) {
-			return resp, nil // the wait ran out, the request ended or the node is stopping
+			return a.encode() // the wait ran out, the request ended or the node is stopping
+		}
+		a.release() // read again: this pass's answer is not sent
+	}
+}
+
+// scratchBufs hold the projected fetches' pruned batches, one at a time
+// (projection.scratch), from fetch to fetch.
+var scratchBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// fetchAnswer is a FETCH_LOG answer being put together: its tables'
+// buckets, and the buffers lent (rpc.GetBuffer) that hold their records,
+// to give back once the answer is written.
+type fetchAnswer struct {
+	tables []answerTable
+	lent   [][]byte
+}
+
+type answerTable struct {
+	id      int64
+	buckets []answerBucket
+}
+
+// answerBucket is one bucket's answer: every field but records in res, the
+// records in parts (nil: not set, with an error; empty: set and empty),
+// size bytes in all.
+type answerBucket struct {
+	res     *flusspb.PbFetchLogRespForBucket
+	records [][]byte
+	size    int
+}
+
+// lend returns a buffer of n bytes (contents undefined) the answer gives
+// back once written.
+func (a *fetchAnswer) lend(n int) []byte {
+	b := rpc.GetBuffer(n)
+	a.lent = append(a.lent, b)
+	return b
+}
+
+// release gives back the lent buffers; nothing may use the records after.
+func (a *fetchAnswer) release() {
+	for _, b := range a.lent {
+		rpc.PutBuffer(b)
+	}
+	a.lent = nil
+}
+
+// encode returns the answer as the FetchLogResponse that proto.Marshal
+// encodes (fields in number order; records, a bucket's last field, last),
+// in parts that leave the records where they are, and release to give
+// back the buffers once the parts are written.
+func (a *fetchAnswer) encode() (parts, error) {
+	// Sizes first: each message's length precedes it.
+	heads := make([]int, 0, 8)
+	tableLens := make([]int, len(a.tables))
+	metaLen := 0
+	for i, at := range a.tables {
+		n := protowire.SizeTag(1) + protowire.SizeVarint(uint64(at.id))
+		for _, ab := range at.buckets {
+			h := proto.Size(ab.res)
+			heads = append(heads, h)
+			n += protowire.SizeTag(2) + protowire.SizeBytes(bucketLen(h, ab))
+			metaLen -= ab.size // the records are not in meta
+		}
+		tableLens[i] = n
+		metaLen += protowire.SizeTag(1) + protowire.SizeVarint(uint64(n)) + n
+	}
+	// Everything but the records in one buffer, cut where records go.
+	meta := make([]byte, 0, metaLen)
+	var out net.Buffers
+	from, k := 0, 0
+	for i, at := range a.tables {
+		meta = protowire.AppendTag(meta, 1, protowire.BytesType)
+		meta = protowire.AppendVarint(meta, uint64(tableLens[i]))
+		meta = protowire.AppendTag(meta, 1, protowire.VarintType)
+		meta = protowire.AppendVarint(meta, uint64(at.id))
+		for _, ab := range at.buckets {
+			meta = protowire.AppendTag(meta, 2, protowire.BytesType)
+			meta = protowire.AppendVarint(meta, uint64(bucketLen(heads[k], ab)))
+			k++
+			var err error
+			if meta, err = (proto.MarshalOptions{}).MarshalAppend(meta, ab.res); err != nil {
+				a.release()
+				return parts{}, fmt.Errorf("marshal a FETCH_LOG bucket: %w", err)
+			}
+			if ab.records != nil {
+				meta = protowire.AppendTag(meta, 8, protowire.BytesType)
+				meta = protowire.AppendVarint(meta, uint64(ab.size))
+				out = append(out, meta[from:])
+				out = append(out, ab.records...)
+				from = len(meta)
+			}
 		}
 	}
+	if len(meta) != metaLen {
+		panic(fmt.Sprintf("listener: a FETCH_LOG answer's fields are %d bytes, sized %d", len(meta), metaLen))
+	}
+	// meta never grew past its capacity: the parts cut from it stay its.
+	if from < len(meta) {
+		out = append(out, meta[from:])
+	}
+	return parts{bufs: out, release: a.release}, nil
+}
+
+// bucketLen is the length of a bucket's message whose fields but records
+// are head bytes.
+func bucketLen(head int, ab answerBucket) int {
+	if ab.records == nil {
+		return head
+	}
+	return head + protowire.SizeTag(8) + protowire.SizeBytes(ab.size)
 }
 
 // projectedFields checks a fetch's projected_fields: column indexes of t,
@@ -305,17 +422,17 @@ func projectedFields(t catalog.Table, fields []int32) ([]int, error) {
 
 // fetchBucket reads one bucket within budget bytes (of what it answers;
 // with projection, of the pruned batches) and, when projected, within raw
-// bytes read from the log (at least one read of the bucket's limit). It
-// returns the result, the bytes of records in it, the bytes it read when
+// bytes read from the log (at least one read of the bucket's limit), into
+// buffers a lends. It returns the bucket's answer, the bytes it read when
 // projected, and a channel that closes when the bucket has more (nil on
-// error).
-func fetchBucket(n LogNode, ft fetchTable, br *flusspb.PbFetchLogReqForBucket, budget, raw int) (*flusspb.PbFetchLogRespForBucket, int, int, <-chan struct{}) {
+// error). scratch is the projection's, kept from bucket to bucket.
+func fetchBucket(n LogNode, ft fetchTable, br *flusspb.PbFetchLogReqForBucket, budget, raw int, a *fetchAnswer, scratch *[]byte) (answerBucket, int, <-chan struct{}) {
 	b := br.GetBucketId()
-	res := &flusspb.PbFetchLogRespForBucket{BucketId: proto.Int32(b), PartitionId: br.PartitionId}
-	fail := func(err error) (*flusspb.PbFetchLogRespForBucket, int, int, <-chan struct{}) {
-		setBucketError(&res.ErrorCode, &res.ErrorMessage, err)
-		res.Records = nil
-		return res, 0, 0, nil
+	ab := answerBucket{res: &flusspb.PbFetchLogRespForBucket{BucketId: proto.Int32(b), PartitionId: br.PartitionId}}
+	fail := func(err error) (answerBucket, int, <-chan struct{}) {
+		setBucketError(&ab.res.ErrorCode, &ab.res.ErrorMessage, err)
+		ab.records, ab.size = nil, 0
+		return ab, 0, nil
 	}
 	if ft.err != nil {
 		return fail(ft.err)
@@ -342,22 +459,28 @@ func fetchBucket(n LogNode, ft fetchTable, br *flusspb.PbFetchLogReqForBucket, b
 	// asking whether it is there (CommonRpcMessageUtils.
 	// getFetchLogResultForBucket), and the exception an unset field throws
 	// drops the whole answer, every bucket's records with it, unseen.
-	res.Records = []byte{}
+	ab.records = [][]byte{}
 	var rr replica.ReadResult
 	read := 0
 	if ft.cols != nil {
-		rr, res.Records, read, err = readProjected(res.Records, r, ft.t.Schema, ft.cols, offset, want,
-			max(min(projectedReadFactor*want, raw), want), n.FetchMaxBytes())
-	} else if rr, err = r.Read(offset, want); err == nil && len(rr.Batches) > 0 {
-		if res.Records, err = logbatch.ToFluss(res.Records, rr.Batches); err != nil {
+		var out []byte
+		rr, out, read, err = readProjected(a.lend(want)[:0], r, ft.t.Schema, ft.cols, offset, want,
+			max(min(projectedReadFactor*want, raw), want), min(max(want, projectedReadChunk), n.FetchMaxBytes()), scratch)
+		if len(out) > 0 {
+			ab.records, ab.size = append(ab.records, out), len(out)
+		}
+	} else if rr, err = r.ReadInto(a.lend(want), offset, want); err == nil && len(rr.Batches) > 0 {
+		// The read's buffer is the answer's (lent, or fresh from the
+		// log): its batches become V1 where they are.
+		if ab.records, ab.size, err = logbatch.ToFlussInPlace(rr.Batches, ab.records); err != nil {
 			err = fmt.Errorf("stored batch: %w", err)
 		}
 	}
-	res.HighWatermark, res.LogStartOffset = proto.Int64(rr.HighWatermark), proto.Int64(rr.LogStartOffset)
+	ab.res.HighWatermark, ab.res.LogStartOffset = proto.Int64(rr.HighWatermark), proto.Int64(rr.LogStartOffset)
 	if err != nil {
 		return fail(fmt.Errorf("bucket %d: %w", b, err))
 	}
-	return res, len(res.Records), read, advanced
+	return ab, read, advanced
 }
 
 // projectedReadFactor bounds the log bytes a projected fetch reads to fill
@@ -369,24 +492,46 @@ func fetchBucket(n LogNode, ft fetchTable, br *flusspb.PbFetchLogReqForBucket, b
 // 1-of-100-columns fetch fills about a sixth of its limit).
 const projectedReadFactor = 16
 
+// projectedReadChunk bounds each of a projected fetch's reads after its
+// first (of the bucket's limit): the reads go into pooled buffers, and a
+// read sized to fill the rest of the answer at once (up to fetch.max.bytes,
+// for one column of many) took a buffer of that size from the pool, more
+// than the log held, in a size class few reads use, so the pool seldom had
+// one and the fetch allocated it afresh.
+const projectedReadChunk = 1 << 20
+
 // readProjected reads whole batches from offset and appends them to dst
 // pruned to cols, in 0.9.1's layout, until they fill want bytes (at least
 // one batch), the high watermark is reached, or rawMax bytes have been
 // read, each read at most chunkMax bytes and sized by the ratio of bytes
-// read to bytes answered so far. It returns the first read's result (its
-// offsets), dst and the bytes read. A batch that does not project ends the
+// read to bytes answered so far, each into a pooled buffer given back once
+// pruned out of. It returns the first read's result (its offsets; its
+// Batches are gone), dst and the bytes read; scratch is the pruning's,
+// kept from call to call. A batch that does not project ends the
 // answer before it; when it is the first, its error (a
 // *log.CorruptRecordError naming its offsets) is the bucket's. A read that
 // fails after the first ends the answer too: the next fetch starts there
 // and meets the error.
-func readProjected(dst []byte, r *replica.Replica, s record.Schema, cols []int, offset int64, want, rawMax, chunkMax int) (replica.ReadResult, []byte, int, error) {
-	first, err := r.Read(offset, want) // as much as an unprojected fetch reads
+func readProjected(dst []byte, r *replica.Replica, s record.Schema, cols []int, offset int64, want, rawMax, chunkMax int, scratch *[]byte) (replica.ReadResult, []byte, int, error) {
+	// Each read goes into a pooled buffer, given back once pruned out of:
+	// a read into a fresh buffer was mostly the zeroing of it.
+	var lent []byte
+	defer func() { rpc.PutBuffer(lent) }()
+	readAt := func(offset int64, n int) (replica.ReadResult, error) {
+		rpc.PutBuffer(lent)
+		lent = rpc.GetBuffer(n)
+		return r.ReadInto(lent, offset, n)
+	}
+	first, err := readAt(offset, want) // as much as an unprojected fetch reads
 	if err != nil || len(first.Batches) == 0 {
 		return first, dst, 0, err
 	}
-	p := projection{out: dst, start: len(dst), s: s, cols: cols, want: want}
+	p := projection{out: dst, start: len(dst), s: s, cols: cols, want: want, scratch: *scratch}
+	defer func() { *scratch = p.scratch }()
 	read := 0
-	for data := first.Batches; ; {
+	data := first.Batches
+	first.Batches = nil // in lent, given back
+	for {
 		read += len(data)
 		full, err := p.add(data)
 		if err != nil {
@@ -396,7 +541,7 @@ func readProjected(dst []byte, r *replica.Replica, s record.Schema, cols []int, 
 			return first, p.out, read, nil
 		}
 		size := int(int64(want-(len(p.out)-p.start)) * int64(read) / int64(max(len(p.out)-p.start, 1)))
-		rr, err := r.Read(p.next, max(min(size, rawMax-read, chunkMax), 1))
+		rr, err := readAt(p.next, max(min(size, rawMax-read, chunkMax), 1))
 		if err != nil || len(rr.Batches) == 0 {
 			return first, p.out, read, nil
 		}
@@ -427,11 +572,14 @@ func (p *projection) add(stored []byte) (full bool, err error) {
 		b, rest, err := record.NextBatch(data)
 		if err == nil {
 			if p.scratch, _, err = record.ProjectBatch(p.scratch[:0], b, p.s, p.cols); err == nil {
+				// Measured before it is converted onto the answer: one that
+				// does not fit would grow the answer past its buffer, and
+				// be cut off again.
+				if len(p.out) > p.start && len(p.out)-p.start+logbatch.FlussLen(p.scratch) > p.want {
+					return true, nil // the next fetch starts at it
+				}
 				var out []byte
 				if out, err = logbatch.ToFluss(p.out, p.scratch); err == nil {
-					if len(p.out) > p.start && len(out)-p.start > p.want {
-						return true, nil // the next fetch starts at it
-					}
 					p.out, data, p.next = out, rest, b.NextOffset()
 					continue
 				}

@@ -13,7 +13,8 @@ import (
 //   - what ToStrom accepts is valid V2 to Strom's record package, batch by
 //     batch, and ToFluss then ToStrom gives it back byte for byte;
 //   - what ToFluss accepts, from batches whose stored CRC was right, reads
-//     as valid in the 0.9.1 client's CRC check.
+//     as valid in the 0.9.1 client's CRC check, and ToFlussInPlace gives
+//     the same bytes.
 //
 // scripts/test.sh runs it briefly, scripts/fuzz.sh longer.
 func FuzzConvert(f *testing.F) {
@@ -56,7 +57,16 @@ func FuzzConvert(f *testing.F) {
 			if !errors.Is(err, ErrCorrupt) || string(fluss) != "dst" {
 				t.Fatalf("ToFluss: %v, dst %q", err, fluss)
 			}
+			in := append([]byte(nil), data...)
+			if _, _, err := ToFlussInPlace(in, nil); !errors.Is(err, ErrCorrupt) || !bytes.Equal(in, data) {
+				t.Fatalf("ToFlussInPlace of what ToFluss refuses: %v, input changed %v", err, !bytes.Equal(in, data))
+			}
 			return
+		}
+		inPlace := append([]byte(nil), data...)
+		parts, n, err := ToFlussInPlace(inPlace, nil)
+		if got := bytes.Join(parts, nil); err != nil || n != len(fluss)-3 || !bytes.Equal(got, fluss[3:]) {
+			t.Fatalf("ToFlussInPlace: %v, %d bytes, not ToFluss's %d", err, len(got), len(fluss)-3)
 		}
 		in, out := data, fluss[3:]
 		for len(in) > 0 {

@@ -216,18 +216,72 @@ func ToFluss(dst, src []byte) ([]byte, error) {
 	return out, nil
 }
 
+// ToFlussInPlace is ToFluss without the copy: it rewrites the V2 batches of
+// src (back to back, src the caller's to change) as 0.9.1's V1 batches
+// where they are, and appends each to parts. A V1 batch is 4 bytes plus its
+// statistics shorter than its V2 form, so each ends where its V2 form ended
+// and begins that much later: its header moves forward over the dropped
+// StatisticsLength and statistics, its records stay put. The batches are
+// therefore no longer back to back: parts holds one slice of src per batch,
+// for a vectored write (net.Buffers). n is their total length.
+//
+// It checks each batch's frame, as ToFluss does, before changing anything:
+// on error (a *BatchError wrapping ErrCorrupt) src and parts are unchanged.
+func ToFlussInPlace(src []byte, parts [][]byte) ([][]byte, int, error) {
+	n := 0
+	for pos, count := 0, 0; pos < len(src); count++ {
+		b, err := batchAt(src, pos, count, isStromMagic, "2 (Strom's stored layout)")
+		if err != nil {
+			return parts, 0, err
+		}
+		pos += len(b)
+	}
+	for pos := 0; pos < len(src); {
+		size := int(int32(le.Uint32(src[pos+lengthOffset:]))) + lengthEnd
+		b := src[pos : pos+size]
+		statsEnd := HeaderSizeV2 + int(le.Uint32(b[52:]))
+		var hdr [HeaderSizeV1]byte
+		copy(hdr[:], b[:25]) // up to and with LeaderEpoch
+		le.PutUint32(hdr[25:], v1CRC(b, statsEnd))
+		copy(hdr[29:], b[29:29+fixedLen])
+		le.PutUint32(hdr[lengthOffset:], uint32(HeaderSizeV1+len(b)-statsEnd-lengthEnd))
+		hdr[magicOffset] = byte(MagicV1)
+		start := statsEnd - HeaderSizeV1
+		copy(b[start:], hdr[:])
+		parts = append(parts, b[start:])
+		n += len(b) - start
+		pos += size
+	}
+	return parts, n, nil
+}
+
+// v1CRC is the CRC of the V1 form of the V2 batch b, whose statistics end
+// at statsEnd, derived from b's stored CRC: that one covers
+// fixed‖StatisticsLength‖statistics‖records, the V1 one fixed‖records.
+func v1CRC(b []byte, statsEnd int) uint32 {
+	covered := b[29:statsEnd]
+	cf := crc32.Checksum(covered[:fixedLen], castagnoli)
+	return swapPrefix(le.Uint32(b[25:]), crc32.Update(cf, castagnoli, covered[fixedLen:]), cf, len(b)-statsEnd)
+}
+
+// FlussLen is the length of the V1 form of the V2 batch b, as ToFluss
+// converts it: b less its StatisticsLength and statistics. b must be one
+// whole batch; shorter than a V2 header, it is 0.
+func FlussLen(b []byte) int {
+	if len(b) < HeaderSizeV2 {
+		return 0
+	}
+	return len(b) - (HeaderSizeV2 - HeaderSizeV1) - int(le.Uint32(b[52:]))
+}
+
 // appendV1 appends the 0.9.1 V1 form of the V2 batch b.
 func appendV1(dst, b []byte) []byte {
 	statsEnd := HeaderSizeV2 + int(le.Uint32(b[52:]))
-	covered, records := b[29:statsEnd], b[statsEnd:]
 	start := len(dst)
 	dst = append(dst, b[:25]...) // up to and with LeaderEpoch
-	// The old CRC covers fixed‖StatisticsLength‖statistics‖records, the new
-	// one fixed‖records.
-	cf := crc32.Checksum(covered[:fixedLen], castagnoli)
-	dst = le.AppendUint32(dst, swapPrefix(le.Uint32(b[25:]), crc32.Update(cf, castagnoli, covered[fixedLen:]), cf, len(records)))
-	dst = append(dst, covered[:fixedLen]...)
-	dst = append(dst, records...)
+	dst = le.AppendUint32(dst, v1CRC(b, statsEnd))
+	dst = append(dst, b[29:29+fixedLen]...)
+	dst = append(dst, b[statsEnd:]...)
 	le.PutUint32(dst[start+lengthOffset:], uint32(len(dst)-start-lengthEnd))
 	dst[start+magicOffset] = byte(MagicV1)
 	return dst

@@ -213,6 +213,64 @@ func TestToFlussDropsStatistics(t *testing.T) {
 	}
 }
 
+// ToFlussInPlace gives what ToFluss gives, batch by batch, without the
+// copy: batches with and without statistics, several back to back, each
+// part a slice of the input (its records where they were read); a buffer
+// whose last batch is cut short is refused with the input unchanged.
+func TestToFlussInPlace(t *testing.T) {
+	withStats := func(stats []byte) []byte {
+		b := []byte(arrowBatch(t, arrowSchema(t), 5, record.DefaultArrowCompression))
+		out := append(append(append([]byte(nil), b[:HeaderSizeV2]...), stats...), b[HeaderSizeV2:]...)
+		le.PutUint32(out[8:], uint32(len(out)-12))
+		le.PutUint32(out[52:], uint32(len(stats)))
+		le.PutUint32(out[25:], crc32.Checksum(out[29:], castagnoli))
+		return out
+	}
+	var src []byte
+	for _, stats := range [][]byte{nil, {1, 2, 3}, nil, []byte("statistics of the batch")} {
+		src = append(src, withStats(stats)...)
+	}
+	want, err := ToFluss(nil, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := append([]byte(nil), src...)
+	parts, n, err := ToFlussInPlace(in, [][]byte{[]byte("before")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(parts) != 5 || string(parts[0]) != "before" {
+		t.Fatalf("%d parts, the first %q; want the one given and 4 batches", len(parts), parts[0])
+	}
+	for pos, i := 0, 0; pos < len(src); i++ {
+		size := int(le.Uint32(src[pos+8:])) + 12
+		if got := FlussLen(src[pos : pos+size]); got != len(parts[1+i]) {
+			t.Fatalf("FlussLen of batch %d: %d, converted %d", i, got, len(parts[1+i]))
+		}
+		pos += size
+	}
+	if got := bytes.Join(parts[1:], nil); !bytes.Equal(got, want) || n != len(want) {
+		t.Fatalf("in place: %d bytes (n %d), ToFluss %d, equal %v", len(got), n, len(want), bytes.Equal(got, want))
+	}
+	end := 0
+	for _, p := range parts[1:] {
+		if !flussValid(p) {
+			t.Fatal("a converted batch does not read as valid")
+		}
+		// Each part ends where its stored batch ended, in the input.
+		end += int(le.Uint32(src[end+8:])) + 12
+		if &p[len(p)-1] != &in[end-1] {
+			t.Fatal("a part is not a slice of the input ending where its batch did")
+		}
+	}
+
+	cut := append([]byte(nil), src[:len(src)-1]...)
+	kept := append([]byte(nil), cut...)
+	if parts, n, err := ToFlussInPlace(cut, nil); !errors.Is(err, ErrCorrupt) || parts != nil || n != 0 || !bytes.Equal(cut, kept) {
+		t.Fatalf("a cut buffer: %v, %d parts, input changed %v", err, len(parts), !bytes.Equal(cut, kept))
+	}
+}
+
 // A batch damaged where it is stored reads as damaged: ToFluss carries the
 // CRC mismatch over instead of computing a fresh CRC that would hide it.
 func TestToFlussCarriesCorruption(t *testing.T) {

@@ -169,6 +169,17 @@ func AppendResponse(dst []byte, requestID int32, msg proto.Message) ([]byte, err
 	return appendBody(dst, start, msg)
 }
 
+// AppendResponseHeader appends the header of a success response frame of
+// requestID whose body, bodyLen bytes of one message as proto.Marshal would
+// encode it, the caller sends right after it: a body written in parts from
+// where they are (FETCH_LOG's records, from the buffers they were read
+// into) rather than copied into one frame.
+func AppendResponseHeader(dst []byte, requestID int32, bodyLen int) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, uint32(ResponseHeaderLen+bodyLen))
+	dst = append(dst, byte(SuccessResponse))
+	return binary.BigEndian.AppendUint32(dst, uint32(requestID))
+}
+
 // AppendError appends the error response frame of requestID to dst: an
 // ErrorResponse with code and message (code's Fluss default message when
 // message is empty).

@@ -49,6 +49,9 @@ func TestResponses(t *testing.T) {
 	if want := []byte{0, 0, 0, 7, 0, 0xff, 0xff, 0xff, 0xfe, 0x10, 2}; !bytes.Equal(ok, want) {
 		t.Fatalf("success frame\n got % x\nwant % x", ok, want)
 	}
+	if parted := append(AppendResponseHeader(nil, -2, 2), 0x10, 2); !bytes.Equal(parted, ok) {
+		t.Fatalf("a header for a body sent after it\n got % x\nwant % x", parted, ok)
+	}
 	stream, _ := AppendError(ok, 9, protocol.TableNotExist, "")
 	stream, _ = AppendServerFailure(stream, protocol.CorruptMessage, "bad frame")
 	r := NewReader(bytes.NewReader(stream), 1<<10, "k")
