@@ -1,19 +1,16 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"strom/client"
+	"strom/internal/proccpu"
 	stromv1 "strom/rpc/gen/strom/v1"
 )
 
@@ -185,20 +182,8 @@ func (c *benchCluster) cpu() time.Duration {
 		if nd.cmd == nil || nd.cmd.Process == nil {
 			continue
 		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", nd.cmd.Process.Pid))
-		if err != nil {
-			continue
-		}
-		// After the command's name in parentheses: state, then fields 4 on;
-		// utime and stime are fields 14 and 15, in ticks of 1/100 s
-		// (Linux's USER_HZ).
-		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(f) < 13 {
-			continue
-		}
-		for _, v := range f[11:13] {
-			ticks, _ := strconv.ParseInt(v, 10, 64)
-			total += time.Duration(ticks) * 10 * time.Millisecond
+		if d, err := proccpu.Of(nd.cmd.Process.Pid); err == nil {
+			total += d
 		}
 	}
 	return total

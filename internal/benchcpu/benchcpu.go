@@ -3,8 +3,9 @@
 package benchcpu
 
 import (
-	"syscall"
 	"testing"
+
+	"strom/internal/proccpu"
 )
 
 // Run runs fn as the sub-benchmark name, one caller at a time, and as
@@ -38,10 +39,4 @@ func Run(b *testing.B, name string, fn func() error) {
 }
 
 // processCPU is the process's user and system CPU time in nanoseconds.
-func processCPU(b *testing.B) int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
-}
+func processCPU(*testing.B) int64 { return int64(proccpu.Self()) }
