@@ -216,19 +216,6 @@ func TestScannerClose(t *testing.T) {
 	}
 }
 
-// countFetches is a transport that counts FetchLog requests.
-type countFetches struct {
-	next    http.RoundTripper
-	fetches atomic.Int64
-}
-
-func (c *countFetches) RoundTrip(r *http.Request) (*http.Response, error) {
-	if strings.HasSuffix(r.URL.Path, "/FetchLog") {
-		c.fetches.Add(1)
-	}
-	return c.next.RoundTrip(r)
-}
-
 // A bucket's next fetch leaves when its answer has come, not when that
 // answer has been decoded and polled: with the decode of the first answer
 // held, a second fetch of the bucket is sent (from where the first
@@ -240,8 +227,8 @@ func TestScannerFetchesWhileItDecodes(t *testing.T) {
 	c := startNode(t)
 	createTable(t, c, "demo", "t", 1, []string{"k"},
 		&stromv1.Column{Name: "v", Type: "BIGINT"}, &stromv1.Column{Name: "k", Type: "STRING"})
-	tr := &countFetches{next: http.DefaultTransport}
-	c2, err := client.New(strings.TrimPrefix(c.Address(), "http://"), client.WithHTTPClient(&http.Client{Transport: tr}))
+	tr := &countingTransport{calls: map[string]int{}}
+	c2, err := client.New(c.Address(), client.WithHTTPClient(&http.Client{Transport: tr}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +279,7 @@ func TestScannerFetchesWhileItDecodes(t *testing.T) {
 	}
 	go func() { polled <- poll() }()
 	<-decoding
-	waitFor(t, ctx, "a second fetch while the first answer is decoded", func() bool { return tr.fetches.Load() >= 2 })
+	waitFor(t, ctx, "a second fetch while the first answer is decoded", func() bool { return tr.count("FetchLog") >= 2 })
 	close(hold)
 	if err := <-polled; err != nil {
 		t.Fatal(err)
