@@ -57,10 +57,12 @@ log() { echo "flink-quickstart.sh: $*" >&2; }
 die() { log "$*"; exit 2; }
 listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 alive() { kill -0 "$1" 2>/dev/null; }
-PORTS=()
+# free_port: a loopback port nobody listens on that this run has not handed out yet. It runs in
+# $(...) subshells, so the ports handed out are kept in a file of the run's dir ($WORK), not in
+# a variable, which each subshell lost (two listeners of one node could get the same port).
 free_port() {
-  local p; for _ in $(seq 200); do p=$((PORT_MIN + RANDOM % (PORT_MAX - PORT_MIN + 1)))
-    [[ " ${PORTS[*]} " == *" $p "* ]] || listening "$p" || { PORTS+=("$p"); echo "$p"; return 0; }; done
+  local p taken=$WORK/ports-taken; for _ in $(seq 200); do p=$((PORT_MIN + RANDOM % (PORT_MAX - PORT_MIN + 1)))
+    grep -qxF "$p" "$taken" 2>/dev/null || listening "$p" || { echo "$p" >> "$taken"; echo "$p"; return 0; }; done
   die "no free loopback port in $PORT_MIN-$PORT_MAX"; }
 
 # --- install (idempotent) ---------------------------------------------------------------------

@@ -98,10 +98,13 @@ die() { log "$*"; exit 2; }
 listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 flw() { (exec 3<>"/dev/tcp/127.0.0.1/$1" && printf '%s' "$2" >&3 && timeout 2 cat <&3) 2>/dev/null || true; }
 alive() { kill -0 "$1" 2>/dev/null; }
-PORTS=() # handed out this run, so no two servers get the same one
-free_port() { # below Linux's ephemeral range, so no client socket holds it
-  local p; for _ in $(seq 100); do p=$((10000 + RANDOM % 22000))
-    [[ " ${PORTS[*]} " == *" $p "* ]] || listening "$p" || { PORTS+=("$p"); echo "$p"; return 0; }; done
+# free_port: a port below Linux's ephemeral range (so no client socket holds it) that nobody
+# listens on and this run has not handed out yet. It runs in $(...) subshells, so the ports handed
+# out are kept in a file of the run's scratch dir, not in a variable: an array was lost with each
+# subshell, and a node once got the same port for its gossip and its ZooKeeper listener.
+free_port() {
+  local p taken=$SCRATCH/ports-taken; for _ in $(seq 100); do p=$((10000 + RANDOM % 22000))
+    grep -qxF "$p" "$taken" 2>/dev/null || listening "$p" || { echo "$p" >> "$taken"; echo "$p"; return 0; }; done
   die "no free loopback port"; }
 
 # --- install (idempotent) ---------------------------------------------------------------------

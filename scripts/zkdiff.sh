@@ -35,10 +35,12 @@ log() { echo "zkdiff.sh: $*" >&2; }
 die() { log "$*"; exit 2; }
 listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 flw() { (exec 3<>"/dev/tcp/127.0.0.1/$1" && printf '%s' "$2" >&3 && timeout 2 cat <&3) 2>/dev/null || true; }
-PORTS=()
-free_port() { # below Linux's ephemeral range, so no client socket holds it
-  local p; for _ in $(seq 100); do p=$((10000 + RANDOM % 22000))
-    [[ " ${PORTS[*]} " == *" $p "* ]] || listening "$p" || { PORTS+=("$p"); echo "$p"; return 0; }; done
+# free_port: a loopback port nobody listens on that this run has not handed out yet. It runs in
+# $(...) subshells, so the ports handed out are kept in a file of the run's dir ($SCRATCH), not in
+# a variable, which each subshell lost (two listeners of one node could get the same port).
+free_port() {
+  local p taken=$SCRATCH/ports-taken; for _ in $(seq 100); do p=$((10000 + RANDOM % 22000))
+    grep -qxF "$p" "$taken" 2>/dev/null || listening "$p" || { echo "$p" >> "$taken"; echo "$p"; return 0; }; done
   die "no free loopback port"; }
 
 # --- install (idempotent) ---------------------------------------------------------------------
