@@ -604,6 +604,7 @@ func (s *LogScanner) decodeLoop() {
 			continue
 		}
 		a := s.mu.queue[0]
+		s.mu.queue[0] = answer{} // its results alias reply buffers given back once decoded
 		s.mu.queue = s.mu.queue[1:]
 		s.mu.Unlock()
 		s.decodeAnswer(a)
