@@ -6,11 +6,14 @@
 #   TARGET=fluss scripts/flink-quickstart.sh   the same against real Fluss 0.9.1 (ZooKeeper from
 #                                          scripts/zookeeper.sh, a CoordinatorServer, TabletServer 0;
 #                                          the jars of scripts/fluss.sh's install): the reference
+#   CLIENT=sql-client scripts/flink-quickstart.sh   typed into Flink's own SQL client
 #
 # Flink 1.20.3 runs as one in-process MiniCluster (1 TaskManager, SLOTS slots) in a JVM that
 # also runs scripts/flinkqs/Quickstart.java: the statements of scripts/flinkqs/quickstart.sql in
-# order, as Flink's SQL client would, the sources from scripts/flinkqs/sources.sql (datagen:
-# NATIONS, CUSTOMERS, ORDERS rows). Checked: the catalog, the four tables, the statement set and
+# order, the sources from scripts/flinkqs/sources.sql (datagen: NATIONS, CUSTOMERS, ORDERS rows).
+# CLIENT=table-api (the default) runs them through the Table API with the SQL client's rules;
+# CLIENT=sql-client types them one by one into Flink's SQL client (embedded mode, as
+# sql-client.sh -i sources.sql starts it, in a JVM of its own; a second one for the waits). Checked: the catalog, the four tables, the statement set and
 # the enrichment job (lookup joins FOR SYSTEM_TIME AS OF) until all rows are in (COUNT(*) in batch
 # mode), LIMIT 2 giving 2 enriched rows with customer and nation filled, COUNT(*) = ORDERS, the
 # point lookup, the UPDATE visible, the DELETE gone. One line per step, "ok" or "error"; exit 0
@@ -24,14 +27,16 @@
 # Install (idempotent, into $STROM_CACHE/flink, default ~/.cache/strom/flink): mvn resolves
 # Flink 1.20.3's table API, planner loader, runtime and clients (what flink-dist's lib/ gives SQL),
 # org.apache.fluss:fluss-flink-1.20:0.9.1-incubating and log4j2 (~190 MB, once); javac compiles
-# Quickstart.java when it changes. TARGET=fluss needs the Fluss server jars of scripts/fluss.sh
+# Quickstart.java when it changes; CLIENT=sql-client adds flink-sql-client, flink-sql-gateway(-api),
+# flink-python and flink-json (~35 MB, each jar alone, as flink-dist's opt/ and lib/ have them)
+# (scripts/flinkqs/flink.sh does the install). TARGET=fluss needs the Fluss server jars of scripts/fluss.sh
 # (run it once; exit 2 without them) and Debian's zookeeper (scripts/zookeeper.sh installs it).
 # Needs Java 17 (javac), mvn, go.
 #
 # Env: TARGET (strom | fluss), NATIONS (25), CUSTOMERS (1000), ORDERS (10000), RATE (datagen rows
 #      per second, 10000), SLOTS (10), FLINK_HEAP (1g), AWAIT_S (300: how long the data may take),
 #      PORT_MIN/PORT_MAX (the range free ports are picked from, 10000-31999), LOGS_OUT (copy the
-#      logs there), STROM_CACHE, LAKE (0 | 1).
+#      logs there), STROM_CACHE, LAKE (0 | 1), CLIENT (table-api | sql-client).
 # LAKE=1 also installs, each jar alone into $STROM_CACHE/lake (~190 MB, once): lake-libs/ (Flink's
 # side: fluss-lake-paimon, paimon-flink-1.20 1.3.1, io.trino.hadoop:hadoop-apache 3.3.5-2,
 # flink-connector-files, which $lake reads need), plugins/paimon/ (the Fluss servers': fluss-lake-paimon,
@@ -43,14 +48,11 @@ set -Eeuo pipefail
 
 TARGET=${TARGET:-strom}
 case $TARGET in strom|fluss) ;; *) echo "flink-quickstart.sh: TARGET must be strom or fluss" >&2; exit 2 ;; esac
-FLUSS_VERSION=0.9.1-incubating; FLINK_VERSION=1.20.3; CONNECTOR=fluss-flink-1.20; LOG4J_VERSION=2.25.4
 export NATIONS=${NATIONS:-25} CUSTOMERS=${CUSTOMERS:-1000} ORDERS=${ORDERS:-10000} RATE=${RATE:-10000}
 export SLOTS=${SLOTS:-10} AWAIT_S=${AWAIT_S:-300}
-LAKE=${LAKE:-0}; PAIMON_VERSION=1.3.1
+LAKE=${LAKE:-0}; CLIENT=${CLIENT:-table-api}
+case $CLIENT in table-api) ;; sql-client) export SQLCLIENT=1 ;; *) echo "flink-quickstart.sh: CLIENT must be table-api or sql-client" >&2; exit 2 ;; esac
 FLINK_HEAP=${FLINK_HEAP:-$([ "${LAKE:-0}" = 1 ] && echo 1536m || echo 1g)}; PORT_MIN=${PORT_MIN:-10000}; PORT_MAX=${PORT_MAX:-31999}
-CACHE=${STROM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/strom}
-QDIR=$CACHE/flink/$FLINK_VERSION-$CONNECTOR-$FLUSS_VERSION; QLIBS=$QDIR/libs
-FLIBS=$CACHE/fluss/$FLUSS_VERSION/libs # scripts/fluss.sh's install
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd); QS=$ROOT/scripts/flinkqs
 
 log() { echo "flink-quickstart.sh: $*" >&2; }
@@ -65,60 +67,9 @@ free_port() {
     grep -qxF "$p" "$taken" 2>/dev/null || listening "$p" || { echo "$p" >> "$taken"; echo "$p"; return 0; }; done
   die "no free loopback port in $PORT_MIN-$PORT_MAX"; }
 
-# --- install (idempotent) ---------------------------------------------------------------------
-command -v javac >/dev/null || die "java and javac are needed (openjdk-17-jdk-headless)"
-dep() { echo "<dependency><groupId>$1</groupId><artifactId>$2</artifactId><version>$3</version></dependency>"; }
-POM="<project xmlns=\"http://maven.apache.org/POM/4.0.0\"><modelVersion>4.0.0</modelVersion>
-<groupId>local.strom</groupId><artifactId>flink-quickstart</artifactId><version>1</version><packaging>pom</packaging>
-<dependencies>
-$(dep org.apache.fluss $CONNECTOR $FLUSS_VERSION)
-$(dep org.apache.flink flink-table-api-java-bridge $FLINK_VERSION)
-$(dep org.apache.flink flink-table-planner-loader $FLINK_VERSION)
-$(dep org.apache.flink flink-table-runtime $FLINK_VERSION)
-$(dep org.apache.flink flink-clients $FLINK_VERSION)
-$(dep org.apache.flink flink-connector-base $FLINK_VERSION)
-$(dep org.apache.logging.log4j log4j-api $LOG4J_VERSION)
-$(dep org.apache.logging.log4j log4j-core $LOG4J_VERSION)
-$(dep org.apache.logging.log4j log4j-slf4j-impl $LOG4J_VERSION)
-</dependencies></project>"
-if [ ! -f "$QLIBS/.complete" ] || [ "$POM" != "$(cat "$QDIR/pom.xml" 2>/dev/null)" ]; then
-  command -v mvn >/dev/null || die "mvn is needed to resolve the Flink jars (Debian: maven)"
-  rm -rf "$QLIBS"; mkdir -p "$QDIR"; printf '%s\n' "$POM" > "$QDIR/pom.xml"
-  log "resolving Flink $FLINK_VERSION and $CONNECTOR $FLUSS_VERSION with mvn into $QLIBS"
-  timeout 900 mvn -B -q -f "$QDIR/pom.xml" -Dmaven.repo.local="$CACHE/flink/m2" \
-    org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies \
-    -DoutputDirectory="$QLIBS" -DincludeScope=runtime > "$QDIR/mvn.log" 2>&1 ||
-    { grep -m 3 ERROR "$QDIR/mvn.log" >&2 || true; die "mvn could not resolve the Flink jars; see $QDIR/mvn.log"; }
-  touch "$QLIBS/.complete"
-fi
-LDIR=$CACHE/lake
-if [ "$LAKE" = 1 ] && [ ! -f "$LDIR/.complete" ]; then
-  log "resolving the lake jars with mvn into $LDIR"
-  mkdir -p "$LDIR"; M2=$CACHE/flink/m2
-  printf '%s\n' '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>' \
-    "<parent><groupId>org.apache.fluss</groupId><artifactId>fluss</artifactId><version>$FLUSS_VERSION</version></parent>" \
-    '<artifactId>fluss-lake</artifactId><packaging>pom</packaging></project>' > "$LDIR/fluss-lake-stub.pom"
-  timeout 600 mvn -B -q -Dmaven.repo.local="$M2" org.apache.maven.plugins:maven-install-plugin:3.1.2:install-file \
-    -Dfile="$LDIR/fluss-lake-stub.pom" -DpomFile="$LDIR/fluss-lake-stub.pom" > "$LDIR/mvn.log" 2>&1 ||
-    die "could not install the stub fluss-lake pom; see $LDIR/mvn.log"
-  lakejars() { local d=$LDIR/$1 a; shift; mkdir -p "$d"
-    for a in "$@"; do timeout 900 mvn -B -q -Dmaven.repo.local="$M2" org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
-      -Dartifact="$a" -DoutputDirectory="$d" >> "$LDIR/mvn.log" 2>&1 || die "mvn could not fetch $a; see $LDIR/mvn.log"; done; }
-  lakejars lake-libs "org.apache.fluss:fluss-lake-paimon:$FLUSS_VERSION" "org.apache.paimon:paimon-flink-1.20:$PAIMON_VERSION" \
-    io.trino.hadoop:hadoop-apache:3.3.5-2 "org.apache.flink:flink-connector-files:$FLINK_VERSION"
-  lakejars plugins/paimon "org.apache.fluss:fluss-lake-paimon:$FLUSS_VERSION" "org.apache.paimon:paimon-bundle:$PAIMON_VERSION" \
-    org.apache.flink:flink-shaded-hadoop-2-uber:2.8.3-10.0
-  lakejars server "org.apache.fluss:fluss-server:$FLUSS_VERSION" "org.apache.logging.log4j:log4j-api:$LOG4J_VERSION" \
-    "org.apache.logging.log4j:log4j-core:$LOG4J_VERSION" "org.apache.logging.log4j:log4j-1.2-api:$LOG4J_VERSION"
-  lakejars opt "org.apache.fluss:fluss-flink-tiering:$FLUSS_VERSION"
-  touch "$LDIR/.complete"
-fi
-CLASSES=$QDIR/classes-$(sha256sum "$QS/Quickstart.java" | cut -c1-16)
-if [ ! -f "$CLASSES/Quickstart.class" ]; then
-  log "javac $QS/Quickstart.java"
-  rm -rf "$QDIR"/classes-*; mkdir -p "$CLASSES"
-  javac -nowarn -d "$CLASSES" -cp "$QLIBS/*" "$QS/Quickstart.java" >&2 || { rm -rf "$CLASSES"; die "javac Quickstart.java failed"; }
-fi
+. "$QS/flink.sh" # the install, and FLINK_OPENS
+FLIBS=$CACHE/fluss/$FLUSS_VERSION/libs # scripts/fluss.sh's install
+
 
 # --- the servers ------------------------------------------------------------------------------
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/strom-flinkqs.XXXXXX"); mkdir -p "$WORK/logs" "$WORK/tmp"
@@ -139,17 +90,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 tails() { local f; for f in "$WORK"/logs/*; do [ -s "$f" ] && { echo "--- $f (last 20 lines)" >&2; tail -n 20 "$f" | cut -c1-300 >&2; }; done; true; }
 setup_failed() { tails; die "$*"; }
-JVM=(-XX:+UseG1GC -Djava.awt.headless=true -Djava.io.tmpdir="$WORK/tmp" --add-opens=java.base/java.nio=ALL-UNNAMED) # Arrow
-cat > "$WORK/log4j2.properties" <<'L4J'
-rootLogger.level = INFO
-rootLogger.appenderRef.f.ref = F
-appender.f.name = F
-appender.f.type = File
-appender.f.fileName = ${sys:log.file}
-appender.f.layout.type = PatternLayout
-appender.f.layout.pattern = %d{HH:mm:ss,SSS} %-5p %c{1} [%t] - %m%n
-L4J
-L4JOPT=(-Dlog4j.configurationFile="file:$WORK/log4j2.properties" -Dlog4j2.shutdownHookEnabled=false)
+flink_jvm "$WORK"
 t0=$(date +%s)
 LAKE_FLAGS=(); LAKE_PLUGINS=; QCP="$CLASSES:$QLIBS/*"; SQL=$QS/quickstart.sql
 if [ "$LAKE" = 1 ]; then
@@ -211,22 +152,14 @@ else
     [ "$i" -lt 150 ] || setup_failed "the CoordinatorServer never saw TabletServer 0"; sleep 0.2; done
   BOOT=127.0.0.1:$CS; DESC="Fluss $FLUSS_VERSION (coordinator $BOOT)"
 fi
-log "$DESC up after $(( $(date +%s) - t0 )) s; running the quickstart (Flink $FLINK_VERSION, $CONNECTOR $FLUSS_VERSION)"
+HOW=$([ "$CLIENT" = sql-client ] && echo "typed into Flink's SQL client" || echo "through the Table API")
+log "$DESC up after $(( $(date +%s) - t0 )) s; running the quickstart $HOW (Flink $FLINK_VERSION, $CONNECTOR $FLUSS_VERSION)"
 
 # --- the quickstart ---------------------------------------------------------------------------
-# Flink's own JVM options for Java 17 (flink-dist's config.yaml, env.java.opts.all)
-FLINK_OPENS=(--add-exports=java.base/sun.net.util=ALL-UNNAMED --add-exports=java.rmi/sun.rmi.registry=ALL-UNNAMED
-  --add-exports=jdk.compiler/com.sun.tools.javac.api=ALL-UNNAMED --add-exports=jdk.compiler/com.sun.tools.javac.file=ALL-UNNAMED
-  --add-exports=jdk.compiler/com.sun.tools.javac.parser=ALL-UNNAMED --add-exports=jdk.compiler/com.sun.tools.javac.tree=ALL-UNNAMED
-  --add-exports=jdk.compiler/com.sun.tools.javac.util=ALL-UNNAMED --add-exports=java.security.jgss/sun.security.krb5=ALL-UNNAMED
-  --add-opens=java.base/java.lang=ALL-UNNAMED --add-opens=java.base/java.net=ALL-UNNAMED --add-opens=java.base/java.io=ALL-UNNAMED
-  --add-opens=java.base/sun.nio.ch=ALL-UNNAMED --add-opens=java.base/java.lang.reflect=ALL-UNNAMED
-  --add-opens=java.base/java.text=ALL-UNNAMED --add-opens=java.base/java.time=ALL-UNNAMED --add-opens=java.base/java.util=ALL-UNNAMED
-  --add-opens=java.base/java.util.concurrent=ALL-UNNAMED --add-opens=java.base/java.util.concurrent.atomic=ALL-UNNAMED
-  --add-opens=java.base/java.util.concurrent.locks=ALL-UNNAMED)
 t1=$(date +%s)
 : > "$WORK/logs/quickstart.out" # before the tail below opens it
-java -Xmx"$FLINK_HEAP" "${JVM[@]}" "${FLINK_OPENS[@]}" "${L4JOPT[@]}" -Dlog.file="$WORK/logs/flink.log" \
+CLIENT=$CLIENT SQL_CLIENT_CLASSPATH="$QCP:$CLIBS/*" \
+  java -Xmx"$FLINK_HEAP" "${JVM[@]}" "${FLINK_OPENS[@]}" "${L4JOPT[@]}" -Dlog.file="$WORK/logs/flink.log" \
   -cp "$QCP" Quickstart "$BOOT" "$QS/sources.sql" "$SQL" \
   > "$WORK/logs/quickstart.out" 2> "$WORK/logs/quickstart.err" &
 QPID=$!
@@ -237,9 +170,9 @@ QPID=
 for p in "${PIDS[@]}"; do alive "$p" || { log "a server process ($p) died during the run"; rc=1; }; done
 last=$(tail -n 1 "$WORK/logs/quickstart.out" 2>/dev/null || true)
 if [ "$rc" = 0 ] && [ "$last" = PASS ]; then
-  log "PASS: the Flink $([ "$LAKE" = 1 ] && echo "lakehouse ")quickstart on $DESC in $(( $(date +%s) - t1 )) s"
+  log "PASS: the Flink $([ "$LAKE" = 1 ] && echo "lakehouse ")quickstart $HOW on $DESC in $(( $(date +%s) - t1 )) s"
   exit 0
 fi
 tails
-log "FAIL: the Flink quickstart on $DESC (exit $rc)"
+log "FAIL: the Flink quickstart $HOW on $DESC (exit $rc)"
 exit 1

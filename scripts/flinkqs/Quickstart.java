@@ -1,19 +1,22 @@
 /*
- * Quickstart: runs the statements of Fluss's Flink SQL quickstart in order, as Flink's SQL client
- * would, on one in-process Flink MiniCluster, and checks each result (scripts/flink-quickstart.sh).
+ * Quickstart: runs the statements of Fluss's Flink SQL quickstart in order, as their user types
+ * them into Flink's SQL client, on one Flink MiniCluster in this JVM, and checks each result
+ * (scripts/flink-quickstart.sh).
  *
  *   java Quickstart BOOTSTRAP SOURCES_SQL QUICKSTART_SQL
+ *   java Quickstart --sql-client BOOTSTRAP SOURCES_SQL    Flink's SQL client on this terminal
+ *                                                         (scripts/flink-sql.sh)
  *
  * Every statement prints one line on stdout, "ok    N  <statement>  (<what>, <seconds> s)" or
  * "error N  <statement>: <why>"; the last line is "PASS" when every statement and check held,
  * else "FAIL" (exit 1).
  *
- * The SQL client's semantics it keeps (the SQL gateway does the same): SET goes into the session's
- * configuration; a change of execution.runtime-mode makes a new TableEnvironment into which the
- * session's CREATE CATALOG, CREATE TEMPORARY and USE statements are replayed; with table.dml-sync
- * an INSERT/UPDATE/DELETE waits for its job, without it a job keeps running after its statement.
- * Jobs go to the MiniCluster through its REST endpoint (execution.target remote), so a streaming
- * INSERT outlives its statement and can be cancelled.
+ * CLIENT=sql-client types the statements into Flink's own SQL client (SqlClient in embedded mode,
+ * in a JVM of its own, SOURCES_SQL its init file -i as in Fluss's docker image, its jobs sent to
+ * this MiniCluster through FLINK_CONF_DIR) and reads what it prints up to its next prompt.
+ * CLIENT=table-api (the default) runs them through the Table API with the SQL client's rules
+ * (TableApiSession). Either way jobs go to the MiniCluster through its REST endpoint (execution.target
+ * remote), so a streaming INSERT outlives its statement and can be cancelled.
  *
  * Directives, lines "-- @..." between statements:
  *   -- @await TABLE=N ...  a second session in batch mode repeats SELECT COUNT(*) FROM TABLE until
@@ -30,7 +33,9 @@
  *                          JVM (this JVM's options and classpath) against this MiniCluster's REST
  *                          endpoint, until it exits; ok when it exits 0 naming a job id
  * ${NAME} in the SQL is replaced by the environment variable NAME (BOOTSTRAP: the first argument).
- * Env: SLOTS (10), STATEMENT_S (180), AWAIT_S (300).
+ * Env: CLIENT (table-api | sql-client), SQL_CLIENT_CLASSPATH (the SQL client's: this JVM's plus
+ * flink-sql-client, flink-sql-gateway, flink-sql-gateway-api, flink-python, flink-json), SLOTS (10),
+ * STATEMENT_S (180), AWAIT_S (300).
  */
 import org.apache.flink.api.common.JobStatus;
 import org.apache.flink.client.deployment.StandaloneClusterId;
@@ -81,8 +86,35 @@ public final class Quickstart {
     static int step;
     static boolean allOk = true;
 
-    /** One SQL-client session: its SET options, the statements a new environment replays, its environment. */
-    static final class Session {
+    /** One session of statements: what its user typed, one at a time. */
+    abstract static class Session implements AutoCloseable {
+        /** The statements a second session replays to see the same catalog: CREATE CATALOG, USE. */
+        final List<String> catalog = new ArrayList<>();
+
+        /** Runs stmt; its rows when it has any, else what happened. Throws when it failed. */
+        abstract Result execute(String stmt) throws Exception;
+
+        /** A second session, as from another terminal: the catalog of this one, in batch mode. */
+        abstract Session observer() throws Exception;
+
+        @Override
+        public void close() {}
+    }
+
+    /** The result of one statement: its columns and rows (null when it has none), or what happened. */
+    static final class Result {
+        List<String> cols;
+        List<List<String>> rows;
+        String what;
+    }
+
+    /**
+     * A session through the Table API with the SQL client's rules (the SQL gateway does the same):
+     * SET goes into the session's configuration; a change of execution.runtime-mode makes a new
+     * TableEnvironment into which CREATE CATALOG, CREATE TEMPORARY and USE are replayed; with
+     * table.dml-sync an INSERT/UPDATE/DELETE waits for its job, without it the job keeps running.
+     */
+    static final class TableApiSession extends Session {
         final Map<String, String> conf = new LinkedHashMap<>();
         final List<String> replay = new ArrayList<>();
         TableEnvironment env;
@@ -110,22 +142,207 @@ public final class Quickstart {
             if (k.equals("execution.runtime-mode") && !v.equalsIgnoreCase(old == null ? "streaming" : old)) env = null;
             else if (env != null) env.getConfig().getConfiguration().setString(k, v);
         }
+
+        @Override
+        Result execute(String stmt) throws Exception {
+            Result res = new Result();
+            Matcher set = Pattern.compile("(?is)^SET\\s+'([^']+)'\\s*=\\s*'([^']*)'$").matcher(stmt);
+            if (set.matches()) {
+                set(set.group(1), set.group(2));
+                res.what = "set";
+                return res;
+            }
+            String upper = stmt.toUpperCase(Locale.ROOT);
+            TableResult r = env().executeSql(stmt);
+            if (upper.startsWith("CREATE CATALOG") || upper.startsWith("USE ")) catalog.add(stmt);
+            if (upper.startsWith("CREATE CATALOG") || upper.startsWith("CREATE TEMPORARY") || upper.startsWith("USE ")) replay.add(stmt);
+            Optional<JobClient> job = r.getJobClient();
+            if (upper.startsWith("SELECT") || upper.startsWith("SHOW") || !job.isPresent()) {
+                res.cols = r.getResolvedSchema().getColumnNames();
+                res.rows = collect(r, job);
+                res.what = res.rows.size() + (res.rows.size() == 1 ? " row" : " rows");
+            } else if ("true".equalsIgnoreCase(conf.get("table.dml-sync"))) {
+                r.await(STATEMENT_S, TimeUnit.SECONDS);
+                JobStatus st = job.get().getJobStatus().get(10, TimeUnit.SECONDS);
+                if (st != JobStatus.FINISHED) throw new IllegalStateException("job " + job.get().getJobID() + " ended " + st);
+                res.what = "job " + st;
+            } else {
+                res.what = "job " + job.get().getJobStatus().get(10, TimeUnit.SECONDS);
+            }
+            return res;
+        }
+
+        @Override
+        Session observer() {
+            TableApiSession obs = new TableApiSession();
+            obs.conf.put("execution.runtime-mode", "batch");
+            obs.replay.addAll(catalog);
+            obs.catalog.addAll(catalog);
+            return obs;
+        }
     }
 
-    /** The result of one statement: its columns and rows (null when it has none). */
-    static final class Result {
-        List<String> cols;
-        List<List<String>> rows;
+    /**
+     * A session of Flink's own SQL client (org.apache.flink.table.client.SqlClient in embedded
+     * mode, as sql-client.sh starts it) in a JVM of its own, its jobs going to this MiniCluster:
+     * each statement is typed into its standard input (a pipe, which it reads through JLine's dumb
+     * terminal) and what it prints up to its next prompt is the statement's outcome: [ERROR] a
+     * failure, a tableau table the rows, [INFO] lines what happened.
+     */
+    static final class SqlClientSession extends Session {
+        static final String PROMPT = "Flink SQL> ";
+        static final Pattern ANSI = Pattern.compile("\u001b\\[[0-9;?]*[A-Za-z]");
+        final Process p;
+        final java.io.OutputStream in;
+        final StringBuilder out = new StringBuilder(); // guarded by itself
+        boolean eof; // guarded by out
+
+        /** Starts a SQL client; init, if not null, is its -i file (run before the first prompt). */
+        SqlClientSession(String name, String init) throws Exception {
+            ProcessBuilder pb = new ProcessBuilder(sqlClientCommand(name, init)).redirectErrorStream(true);
+            pb.environment().put("FLINK_CONF_DIR", flinkConf().toString());
+            p = pb.start();
+            in = p.getOutputStream();
+            Thread t = new Thread(() -> {
+                byte[] b = new byte[8192];
+                try (java.io.InputStream s = p.getInputStream()) {
+                    for (int n; (n = s.read(b)) > 0; ) {
+                        synchronized (out) {
+                            out.append(new String(b, 0, n, StandardCharsets.UTF_8));
+                            out.notifyAll();
+                        }
+                    }
+                } catch (java.io.IOException ignored) {
+                    // the client exited
+                }
+                synchronized (out) {
+                    eof = true;
+                    out.notifyAll();
+                }
+            }, "sql-client-" + name);
+            t.setDaemon(true);
+            t.start();
+            toPrompt(120);
+        }
+
+        /** What the client printed until its next prompt, without the prompt and escapes. */
+        String toPrompt(int seconds) throws Exception {
+            long end = System.nanoTime() + seconds * 1_000_000_000L;
+            synchronized (out) {
+                while (true) {
+                    String s = ANSI.matcher(out).replaceAll("").replace("\r", "");
+                    if (s.endsWith(PROMPT)) {
+                        out.setLength(0);
+                        return s.substring(0, s.length() - PROMPT.length());
+                    }
+                    long left = (end - System.nanoTime()) / 1_000_000;
+                    if (eof || left <= 0) {
+                        String tail = s.length() > 1500 ? s.substring(s.length() - 1500) : s;
+                        throw new IllegalStateException((eof ? "the SQL client exited" : "no prompt after " + seconds + " s")
+                                + ": " + tail.replaceAll("\\s+", " "));
+                    }
+                    out.wait(Math.min(left, 500));
+                }
+            }
+        }
+
+        @Override
+        Result execute(String stmt) throws Exception {
+            in.write((stmt + ";\n").getBytes(StandardCharsets.UTF_8));
+            in.flush();
+            String o = toPrompt(STATEMENT_S);
+            Matcher err = Pattern.compile("(?s)\\[ERROR\\](.*)").matcher(o);
+            if (err.find()) throw new IllegalStateException(err.group(1).trim().replaceAll("\\s+", " "));
+            String upper = stmt.toUpperCase(Locale.ROOT);
+            if (upper.startsWith("CREATE CATALOG") || upper.startsWith("USE ")) catalog.add(stmt);
+            Result res = tableau(o);
+            if (res.rows != null) {
+                res.what = res.rows.size() + (res.rows.size() == 1 ? " row" : " rows");
+            } else {
+                List<String> infos = new ArrayList<>();
+                for (Matcher m = Pattern.compile("\\[INFO\\] ([^\n]*)").matcher(o); m.find(); ) infos.add(m.group(1).trim());
+                Matcher job = Pattern.compile("Job ID: ([0-9a-f]{32})").matcher(o);
+                if (job.find()) infos.add("Job ID: " + job.group(1));
+                res.what = infos.isEmpty() ? "ok" : String.join(" ", infos);
+            }
+            return res;
+        }
+
+        @Override
+        Session observer() throws Exception {
+            SqlClientSession obs = new SqlClientSession("observer", null);
+            for (String s : catalog) obs.execute(s);
+            obs.execute("SET 'execution.runtime-mode' = 'batch'");
+            obs.execute("SET 'sql-client.execution.result-mode' = 'tableau'");
+            return obs;
+        }
+
+        @Override
+        public void close() {
+            try {
+                in.write("QUIT;\n".getBytes(StandardCharsets.UTF_8));
+                in.flush();
+                if (p.waitFor(30, TimeUnit.SECONDS)) return;
+            } catch (Exception ignored) {
+                // it is killed below
+            }
+            p.destroyForcibly();
+        }
+    }
+
+    /**
+     * The rows of a tableau result ("| a | b |" lines, the first the header; NULL as the Table API
+     * prints it), none for "Empty set"; rows null when the output has no table.
+     */
+    static Result tableau(String o) {
+        Result r = new Result();
+        List<List<String>> lines = new ArrayList<>();
+        for (String l : o.split("\n")) {
+            String t = l.trim();
+            if (t.length() < 2 || !t.startsWith("|") || !t.endsWith("|")) continue;
+            List<String> cells = new ArrayList<>();
+            for (String c : t.substring(1, t.length() - 1).split("\\|", -1)) cells.add(c.trim().equals("<NULL>") ? "NULL" : c.trim());
+            lines.add(cells);
+        }
+        if (!lines.isEmpty()) {
+            r.cols = lines.get(0);
+            r.rows = lines.subList(1, lines.size());
+        } else if (o.contains("Empty set")) {
+            r.cols = new ArrayList<>();
+            r.rows = new ArrayList<>();
+        }
+        return r;
     }
 
     public static void main(String[] args) throws Exception {
+        if (args.length == 3 && args[0].equals("--sql-client")) {
+            interactive(args[1], args[2]);
+            return;
+        }
+        // a SIGTERM takes the SQL clients and "flink run"s this JVM started with it
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> ProcessHandle.current().descendants().forEach(ProcessHandle::destroyForcibly)));
         Map<String, String> vars = new HashMap<>(System.getenv());
         vars.put("BOOTSTRAP", args[0]);
         MiniCluster cluster = startCluster(envInt("SLOTS", 10));
         rest = cluster.getRestAddress().get();
-        Session main = new Session();
+        Session main = null;
+        int first = 1;
+        if ("sql-client".equals(System.getenv("CLIENT"))) {
+            // the sources are the SQL client's init file (-i), as in Fluss's docker image
+            long t0 = System.nanoTime();
+            String label = "(start Flink's SQL client, -i " + Paths.get(args[1]).getFileName() + ")";
+            try {
+                main = new SqlClientSession("main", initFile(args[1], vars));
+                report(true, label, "prompt", t0, null);
+            } catch (Exception e) {
+                report(false, label, null, t0, describe(e));
+            }
+            first = 2;
+        } else {
+            main = new TableApiSession();
+        }
         Result last = null, before = null;
-        for (int f = 1; f < args.length; f++) {
+        for (int f = first; f < args.length && main != null; f++) {
             String script = new String(Files.readAllBytes(Paths.get(args[f])), StandardCharsets.UTF_8);
             for (String part : split(subst(script, vars))) {
                 if (part.startsWith("-- @expect")) {
@@ -154,6 +371,7 @@ public final class Quickstart {
                 }
             }
         }
+        if (main != null) main.close();
         try {
             cancelAll();
             cluster.closeAsync().get(30, TimeUnit.SECONDS);
@@ -163,6 +381,28 @@ public final class Quickstart {
         System.out.println(allOk ? "PASS" : "FAIL");
         System.out.flush();
         System.exit(allOk ? 0 : 1);
+    }
+
+    /**
+     * --sql-client BOOTSTRAP SOURCES_SQL: Flink's SQL client on this terminal, its jobs on a
+     * MiniCluster in this JVM, SOURCES_SQL its init file; the cluster ends when the client does.
+     */
+    static void interactive(String bootstrap, String sources) throws Exception {
+        Map<String, String> vars = new HashMap<>(System.getenv());
+        vars.put("BOOTSTRAP", bootstrap);
+        MiniCluster cluster = startCluster(envInt("SLOTS", 10));
+        rest = cluster.getRestAddress().get();
+        System.out.println("Flink " + org.apache.flink.runtime.util.EnvironmentInformation.getVersion()
+                + " MiniCluster up (web UI " + rest + "); the source tables of " + sources + " are in default_catalog.");
+        System.out.println("Strom's Fluss listener: CREATE CATALOG fluss_catalog WITH ('type' = 'fluss', 'bootstrap.servers' = '"
+                + bootstrap + "');");
+        System.out.flush();
+        ProcessBuilder pb = new ProcessBuilder(sqlClientCommand("interactive", initFile(sources, vars))).inheritIO();
+        pb.environment().put("FLINK_CONF_DIR", flinkConf().toString());
+        int rc = pb.start().waitFor();
+        cancelAll();
+        cluster.closeAsync().get(30, TimeUnit.SECONDS);
+        System.exit(rc);
     }
 
     static MiniCluster startCluster(int slots) throws Exception {
@@ -179,47 +419,72 @@ public final class Quickstart {
         return m;
     }
 
-    /** Runs one statement as the SQL client would; its rows when it has any. */
+    static java.nio.file.Path flinkConf;
+
+    /** A FLINK_CONF_DIR whose config.yaml sends jobs to this MiniCluster, as a client's would. */
+    static synchronized java.nio.file.Path flinkConf() throws java.io.IOException {
+        if (flinkConf == null) {
+            flinkConf = Files.createTempDirectory("flink-conf");
+            Files.write(flinkConf.resolve("config.yaml"), ("execution.target: remote\nrest.address: " + rest.getHost()
+                    + "\nrest.port: " + rest.getPort() + "\n").getBytes(StandardCharsets.UTF_8));
+        }
+        return flinkConf;
+    }
+
+    /** java with this JVM's options (its log file NAME-suffixed), classpath cp, main class main. */
+    static List<String> javaCommand(String name, String cp, String main) {
+        List<String> cmd = new ArrayList<>();
+        cmd.add(Paths.get(System.getProperty("java.home"), "bin", "java").toString());
+        for (String a : java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()) {
+            cmd.add(a.startsWith("-Dlog.file=") ? a.replaceAll("\\.log$", "") + "-" + name + ".log" : a);
+        }
+        cmd.add("-cp");
+        cmd.add(cp);
+        cmd.add(main);
+        return cmd;
+    }
+
+    /**
+     * The SQL client as sql-client.sh starts it (embedded mode, init file -i when not null), on
+     * SQL_CLIENT_CLASSPATH: this JVM's classpath plus opt/'s flink-sql-client, flink-sql-gateway
+     * and flink-python and lib/'s flink-json.
+     */
+    static List<String> sqlClientCommand(String name, String init) throws java.io.IOException {
+        String cp = System.getenv("SQL_CLIENT_CLASSPATH");
+        if (cp == null || cp.isEmpty()) throw new IllegalStateException("SQL_CLIENT_CLASSPATH is not set (scripts/flink-quickstart.sh sets it)");
+        List<String> cmd = javaCommand("sqlclient-" + name, cp, "org.apache.flink.table.client.SqlClient");
+        cmd.add("embedded");
+        if (init != null) {
+            cmd.add("-i");
+            cmd.add(init);
+        }
+        cmd.add("-hist");
+        cmd.add(flinkConf().resolve("history-" + name).toString());
+        return cmd;
+    }
+
+    /** The file f with ${NAME}s replaced, written beside the Flink config: a SQL client's -i file. */
+    static String initFile(String f, Map<String, String> vars) throws java.io.IOException {
+        java.nio.file.Path out = flinkConf().resolve(Paths.get(f).getFileName());
+        Files.write(out, subst(new String(Files.readAllBytes(Paths.get(f)), StandardCharsets.UTF_8), vars).getBytes(StandardCharsets.UTF_8));
+        return out.toString();
+    }
+
+    /** Runs one statement of the session; its rows when it has any. */
     static Result statement(Session s, String stmt) {
         long t0 = System.nanoTime();
-        String upper = stmt.toUpperCase(Locale.ROOT);
-        Result res = new Result();
-        boolean query = false;
         try {
-            Matcher set = Pattern.compile("(?is)^SET\\s+'([^']+)'\\s*=\\s*'([^']*)'$").matcher(stmt);
-            if (set.matches()) {
-                s.set(set.group(1), set.group(2));
-                report(true, stmt, "set", t0, null);
-                return res;
-            }
-            TableResult r = s.env().executeSql(stmt);
-            if (upper.startsWith("CREATE CATALOG") || upper.startsWith("CREATE TEMPORARY") || upper.startsWith("USE ")) {
-                s.replay.add(stmt);
-            }
-            Optional<JobClient> job = r.getJobClient();
-            String what;
-            query = upper.startsWith("SELECT") || upper.startsWith("SHOW");
-            if (query || !job.isPresent()) {
-                res.cols = r.getResolvedSchema().getColumnNames();
-                res.rows = collect(r, job);
-                what = res.rows.size() + (res.rows.size() == 1 ? " row" : " rows");
-            } else if ("true".equalsIgnoreCase(s.conf.get("table.dml-sync"))) {
-                r.await(STATEMENT_S, TimeUnit.SECONDS);
-                JobStatus st = job.get().getJobStatus().get(10, TimeUnit.SECONDS);
-                if (st != JobStatus.FINISHED) throw new IllegalStateException("job " + job.get().getJobID() + " ended " + st);
-                what = "job " + st;
-            } else {
-                what = "job " + job.get().getJobStatus().get(10, TimeUnit.SECONDS);
-            }
-            report(true, stmt, what, t0, null);
-            if (query) {
+            Result res = s.execute(stmt);
+            report(true, stmt, res.what, t0, null);
+            String upper = stmt.toUpperCase(Locale.ROOT);
+            if (res.rows != null && (upper.startsWith("SELECT") || upper.startsWith("SHOW"))) {
                 for (int i = 0; i < Math.min(res.rows.size(), 3); i++) System.out.println("        | " + String.join(" | ", res.rows.get(i)));
             }
+            return res;
         } catch (Throwable e) {
             report(false, stmt, null, t0, describe(e));
-            res.rows = null;
+            return new Result();
         }
-        return res;
     }
 
     /** -- @expect: each check of the previous statement's rows. */
@@ -272,12 +537,9 @@ public final class Quickstart {
         return i;
     }
 
-    /** -- @await T=N ...: a batch session counts each table until it holds N rows. */
+    /** -- @await T=N ...: a second session in batch mode counts each table until it holds N rows. */
     static void await(Session main, String spec) {
         long t0 = System.nanoTime();
-        Session obs = new Session();
-        obs.conf.put("execution.runtime-mode", "batch");
-        for (String r : main.replay) if (!r.toUpperCase(Locale.ROOT).startsWith("CREATE TEMPORARY")) obs.replay.add(r);
         Map<String, Long> want = new LinkedHashMap<>(), have = new LinkedHashMap<>();
         for (String kv : spec.split("\\s+")) {
             String[] p = kv.split("=");
@@ -286,48 +548,49 @@ public final class Quickstart {
         }
         String error = null;
         boolean done = false;
-        while (!done && (System.nanoTime() - t0) / 1e9 < AWAIT_S) {
-            done = true;
-            for (Map.Entry<String, Long> e : want.entrySet()) {
-                if (have.get(e.getKey()) >= e.getValue()) continue;
-                try {
-                    TableResult r = obs.env().executeSql("SELECT COUNT(*) FROM " + e.getKey());
-                    List<List<String>> rows = collect(r, r.getJobClient());
-                    have.put(e.getKey(), Long.parseLong(rows.get(0).get(0)));
-                    error = null;
-                } catch (Throwable t) {
-                    error = describe(t);
+        try (Session obs = main.observer()) {
+            while (!done && (System.nanoTime() - t0) / 1e9 < AWAIT_S) {
+                done = true;
+                for (Map.Entry<String, Long> e : want.entrySet()) {
+                    if (have.get(e.getKey()) >= e.getValue()) continue;
+                    try {
+                        have.put(e.getKey(), Long.parseLong(obs.execute("SELECT COUNT(*) FROM " + e.getKey()).rows.get(0).get(0)));
+                        error = null;
+                    } catch (Throwable t) {
+                        error = describe(t);
+                    }
+                    if (have.get(e.getKey()) < e.getValue()) done = false;
                 }
-                if (have.get(e.getKey()) < e.getValue()) done = false;
+                if (!done) sleep(1000);
             }
-            if (!done) sleep(1000);
+        } catch (Throwable t) {
+            error = "the second session: " + describe(t);
         }
         report(done, "(await " + spec + ")", "counts " + have, t0,
                 "counts " + have + " after " + AWAIT_S + " s" + (error == null ? "" : "; last error: " + error));
     }
 
-    /** -- @until N SQL: a batch session repeats SQL until its first row's last column is >= N. */
+    /** -- @until N SQL: a second session in batch mode repeats SQL until its first row's last column is >= N. */
     static void until(Session main, String spec) {
         long t0 = System.nanoTime();
         int sp = spec.indexOf(' ');
         long want = Long.parseLong(spec.substring(0, sp));
         String sql = spec.substring(sp + 1).trim();
-        Session obs = new Session();
-        obs.conf.put("execution.runtime-mode", "batch");
-        for (String r : main.replay) if (!r.toUpperCase(Locale.ROOT).startsWith("CREATE TEMPORARY")) obs.replay.add(r);
         long have = -1;
         String error = null;
-        while (have < want && (System.nanoTime() - t0) / 1e9 < AWAIT_S) {
-            try {
-                TableResult r = obs.env().executeSql(sql);
-                List<List<String>> rows = collect(r, r.getJobClient());
-                List<String> first = rows.get(0);
-                have = Long.parseLong(first.get(first.size() - 1));
-                error = null;
-            } catch (Throwable t) {
-                error = describe(t);
+        try (Session obs = main.observer()) {
+            while (have < want && (System.nanoTime() - t0) / 1e9 < AWAIT_S) {
+                try {
+                    List<String> first = obs.execute(sql).rows.get(0);
+                    have = Long.parseLong(first.get(first.size() - 1));
+                    error = null;
+                } catch (Throwable t) {
+                    error = describe(t);
+                }
+                if (have < want) sleep(1000);
             }
-            if (have < want) sleep(1000);
+        } catch (Throwable t) {
+            error = "the second session: " + describe(t);
         }
         report(have >= want, "(until " + want + " <= " + sql + ")", "got " + have, t0,
                 "got " + have + " after " + AWAIT_S + " s" + (error == null ? "" : "; last error: " + error));
@@ -338,21 +601,11 @@ public final class Quickstart {
         long t0 = System.nanoTime();
         String label = "(flink run " + args + ")";
         try {
-            java.nio.file.Path conf = Files.createTempDirectory("flink-conf");
-            Files.write(conf.resolve("config.yaml"), ("execution.target: remote\nrest.address: " + rest.getHost()
-                    + "\nrest.port: " + rest.getPort() + "\n").getBytes(StandardCharsets.UTF_8));
-            List<String> cmd = new ArrayList<>();
-            cmd.add(Paths.get(System.getProperty("java.home"), "bin", "java").toString());
-            for (String a : java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()) {
-                cmd.add(a.startsWith("-Dlog.file=") ? a.replaceAll("\\.log$", "") + "-flink-run.log" : a);
-            }
-            cmd.add("-cp");
-            cmd.add(System.getProperty("java.class.path"));
-            cmd.add("org.apache.flink.client.cli.CliFrontend");
+            List<String> cmd = javaCommand("flink-run", System.getProperty("java.class.path"), "org.apache.flink.client.cli.CliFrontend");
             cmd.add("run");
             cmd.addAll(java.util.Arrays.asList(args.split("\\s+")));
             ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
-            pb.environment().put("FLINK_CONF_DIR", conf.toString());
+            pb.environment().put("FLINK_CONF_DIR", flinkConf().toString());
             Process p = pb.start();
             StringBuilder out = new StringBuilder();
             String jobId = null;
