@@ -17,3 +17,10 @@ func BeforeDecode(f func()) ScanOption { return func(c *scanConfig) { c.beforeDe
 // last answer is decoded and polled, as it did before it fetched while
 // decoding. For benchmarks comparing the two.
 func FetchAfterDecode() ScanOption { return func(c *scanConfig) { c.afterDecode = true } }
+
+// QueuedAnswers reports how many answers wait for the scanner's decoder.
+func QueuedAnswers(s *LogScanner) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.mu.queue)
+}
