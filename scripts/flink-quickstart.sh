@@ -13,8 +13,8 @@
 # order, the sources from scripts/flinkqs/sources.sql (datagen: NATIONS, CUSTOMERS, ORDERS rows).
 # CLIENT=table-api (the default) runs them through the Table API with the SQL client's rules;
 # CLIENT=sql-client types them one by one into Flink's SQL client (embedded mode, as
-# sql-client.sh -i sources.sql starts it, in a JVM of its own; a second one for the waits). Checked: the catalog, the four tables, the statement set and
-# the enrichment job (lookup joins FOR SYSTEM_TIME AS OF) until all rows are in (COUNT(*) in batch
+# sql-client.sh -i sources.sql starts it, in a JVM of its own; a second one for the waits).
+# Checked: the catalog, the four tables, the statement set and the enrichment job (lookup joins FOR SYSTEM_TIME AS OF) until all rows are in (COUNT(*) in batch
 # mode), LIMIT 2 giving 2 enriched rows with customer and nation filled, COUNT(*) = ORDERS, the
 # point lookup, the UPDATE visible, the DELETE gone. One line per step, "ok" or "error"; exit 0
 # when all held, 1 when one did not, 2 when the setup failed (install, a server not starting).
