@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -258,6 +259,15 @@ func (m *Manager) Reconcile() error {
 			}
 		}
 	}
+	// A replica is published as it opens, so its table is published
+	// first: whoever finds a replica (the snapshot, tiering and repair
+	// rounds) finds its table too. The dropped tables' replicas keep
+	// theirs until they are removed below.
+	m.mu.Lock()
+	both := maps.Clone(m.mu.tables)
+	maps.Copy(both, hosted)
+	m.mu.tables = both
+	m.mu.Unlock()
 	var errs []error
 	for tb, lisr := range want {
 		r, err := m.open(tb, tableOf[tb])

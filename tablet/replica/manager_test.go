@@ -509,3 +509,47 @@ func TestAheadBatchWaitsForALatePredecessor(t *testing.T) {
 		t.Fatalf("sequence 1, which arrived 1.5 s before sequence 0: %v", err)
 	}
 }
+
+// A replica is never visible without its table: the snapshot, tiering and
+// repair rounds skip a replica whose table they do not find, so a round
+// that ran while Reconcile opened a new table's buckets used to miss them
+// (CI: a KV snapshot round right after the first PutKv took none).
+func TestHostedReplicasHaveTheirTable(t *testing.T) {
+	meta := metatest.NewNode(t)
+	m := startManager(t, meta, t.TempDir())
+	const buckets = 64
+	stop := make(chan struct{})
+	seen := make(chan int, 1)
+	var orphan atomic.Value
+	go func() {
+		most := 0
+		defer func() { seen <- most }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			m.mu.RLock()
+			for tb := range m.mu.replicas {
+				if _, ok := m.mu.tables[tb.TableID]; !ok {
+					orphan.CompareAndSwap(nil, tb.String())
+				}
+			}
+			most = max(most, len(m.mu.replicas))
+			m.mu.RUnlock()
+		}
+	}()
+	id := createTable(t, meta, "t", buckets, []int32{1})
+	waitFor(t, "every bucket hosted", func() bool {
+		_, err := m.Replica(TableBucket{id, buckets - 1})
+		return err == nil
+	})
+	close(stop)
+	if most := <-seen; most == 0 {
+		t.Fatal("the checker never saw a replica")
+	}
+	if tb := orphan.Load(); tb != nil {
+		t.Fatalf("replica %s was hosted before its table", tb)
+	}
+}
