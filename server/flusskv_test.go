@@ -23,14 +23,14 @@ import (
 // kvCodecs encodes rows, keys and bucket keys of a primary-key table as
 // the Fluss 0.9.1 client does (CompactedKeyEncoder keys, compacted rows).
 type kvCodecs struct {
-	t          *testing.T
+	t          testing.TB
 	schemaID   int16
 	buckets    int
 	pk, bucket *record.KeyCodec
 	rows       *record.CompactedRowCodec
 }
 
-func newKvCodecs(t *testing.T, s record.Schema, schemaID int32, buckets int, bucketKey []string) kvCodecs {
+func newKvCodecs(t testing.TB, s record.Schema, schemaID int32, buckets int, bucketKey []string) kvCodecs {
 	t.Helper()
 	c := kvCodecs{t: t, schemaID: int16(schemaID), buckets: buckets}
 	var err error
