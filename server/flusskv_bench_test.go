@@ -39,19 +39,7 @@ func BenchmarkFlussLookup(b *testing.B) {
 		for i := from; i < from+1000; i++ {
 			rows = append(rows, record.Row{int64(i), int32(i), pad, pad})
 		}
-		req := &flusspb.PutKvRequest{Acks: proto.Int32(-1), TableId: proto.Int64(info.TableId), TimeoutMs: proto.Int32(30000)}
-		for bucket, batch := range kc.batches(record.NoWriterID, record.NoBatchSequence, rows, nil) {
-			req.BucketsReq = append(req.BucketsReq, &flusspb.PbPutKvReqForBucket{BucketId: proto.Int32(bucket), Records: batch})
-		}
-		var resp flusspb.PutKvResponse
-		if code := flussCall(b, c, protocol.PutKv, req, &resp); code != protocol.None {
-			b.Fatalf("PUT_KV: %s", code)
-		}
-		for _, br := range resp.BucketsResp {
-			if br.ErrorCode != nil {
-				b.Fatalf("PUT_KV bucket %d: %s", br.GetBucketId(), br.GetErrorMessage())
-			}
-		}
+		putKvRows(b, c, kc, info.TableId, rows)
 	}
 	// The requests, built once: 128 random keys each, grouped by bucket.
 	rng := rand.New(rand.NewPCG(3, 4))

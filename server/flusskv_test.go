@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -93,6 +94,25 @@ func (c kvCodecs) batches(writer int64, seq int32, rows []record.Row, del func(r
 		out[b] = bb.Build()
 	}
 	return out
+}
+
+// putKvRows upserts rows through PUT_KV on c (no writer id, acks=-1), one
+// batch per bucket, and fails on any bucket's error.
+func putKvRows(t testing.TB, c net.Conn, kc kvCodecs, tableID int64, rows []record.Row) {
+	t.Helper()
+	req := &flusspb.PutKvRequest{Acks: proto.Int32(-1), TableId: proto.Int64(tableID), TimeoutMs: proto.Int32(30000)}
+	for b, batch := range kc.batches(record.NoWriterID, record.NoBatchSequence, rows, nil) {
+		req.BucketsReq = append(req.BucketsReq, &flusspb.PbPutKvReqForBucket{BucketId: proto.Int32(b), Records: batch})
+	}
+	var put flusspb.PutKvResponse
+	if code := flussCall(t, c, protocol.PutKv, req, &put); code != protocol.None {
+		t.Fatalf("PUT_KV: %s", code)
+	}
+	for _, r := range put.BucketsResp {
+		if r.ErrorCode != nil {
+			t.Fatalf("PUT_KV bucket %d: %s", r.GetBucketId(), r.GetErrorMessage())
+		}
+	}
 }
 
 // value decodes a KV value (schema id int16 LE + compacted row).
@@ -438,19 +458,7 @@ func TestFlussPrefixLookup(t *testing.T) {
 			rows = append(rows, record.Row{tenant, id, "v"})
 		}
 	}
-	req := &flusspb.PutKvRequest{Acks: proto.Int32(-1), TableId: proto.Int64(info.TableId), TimeoutMs: proto.Int32(30000)}
-	for b, batch := range kc.batches(record.NoWriterID, record.NoBatchSequence, rows, nil) {
-		req.BucketsReq = append(req.BucketsReq, &flusspb.PbPutKvReqForBucket{BucketId: proto.Int32(b), Records: batch})
-	}
-	var put flusspb.PutKvResponse
-	if code := flussCall(t, c, protocol.PutKv, req, &put); code != protocol.None {
-		t.Fatalf("PUT_KV: %s", code)
-	}
-	for _, r := range put.BucketsResp {
-		if r.ErrorCode != nil {
-			t.Fatalf("PUT_KV bucket %d: %s", r.GetBucketId(), r.GetErrorMessage())
-		}
-	}
+	putKvRows(t, c, kc, info.TableId, rows)
 	for tenant := range int32(4) {
 		p := record.Row{tenant, nil, nil}
 		b := kc.bucketOf(p)
