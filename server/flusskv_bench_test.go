@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/protobuf/proto"
-
 	"strom/fluss/gen/flusspb"
 	"strom/fluss/protocol"
 	"strom/record"
@@ -45,20 +43,11 @@ func BenchmarkFlussLookup(b *testing.B) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	reqs := make([]*flusspb.LookupRequest, 64)
 	for i := range reqs {
-		req := &flusspb.LookupRequest{TableId: proto.Int64(info.TableId)}
-		byBucket := map[int32]*flusspb.PbLookupReqForBucket{}
-		for range perCall {
-			row := record.Row{rng.Int64N(keys), nil, nil, nil}
-			bucket := kc.bucketOf(row)
-			br := byBucket[bucket]
-			if br == nil {
-				br = &flusspb.PbLookupReqForBucket{BucketId: proto.Int32(bucket)}
-				byBucket[bucket] = br
-				req.BucketsReq = append(req.BucketsReq, br)
-			}
-			br.Keys = append(br.Keys, kc.key(row))
+		rows := make([]record.Row, perCall)
+		for j := range rows {
+			rows[j] = record.Row{rng.Int64N(keys), nil, nil, nil}
 		}
-		reqs[i] = req
+		reqs[i], _ = kc.lookupRequest(info.TableId, rows)
 	}
 	b.ResetTimer()
 	for i := range b.N {

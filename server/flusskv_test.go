@@ -115,6 +115,27 @@ func putKvRows(t testing.TB, c net.Conn, kc kvCodecs, tableID int64, rows []reco
 	}
 }
 
+// lookupRequest is a LOOKUP of the keys of rows, grouped by bucket as the
+// Fluss client groups them, with where each key went: its bucket and its
+// index among that bucket's keys.
+func (c kvCodecs) lookupRequest(tableID int64, rows []record.Row) (*flusspb.LookupRequest, [][2]int) {
+	req := &flusspb.LookupRequest{TableId: proto.Int64(tableID)}
+	byBucket := map[int32]*flusspb.PbLookupReqForBucket{}
+	var order [][2]int
+	for _, r := range rows {
+		b := c.bucketOf(r)
+		br := byBucket[b]
+		if br == nil {
+			br = &flusspb.PbLookupReqForBucket{BucketId: proto.Int32(b)}
+			byBucket[b] = br
+			req.BucketsReq = append(req.BucketsReq, br)
+		}
+		order = append(order, [2]int{int(b), len(br.Keys)})
+		br.Keys = append(br.Keys, c.key(r))
+	}
+	return req, order
+}
+
 // value decodes a KV value (schema id int16 LE + compacted row).
 func (c kvCodecs) value(v []byte) record.Row {
 	c.t.Helper()
@@ -268,20 +289,7 @@ func TestFlussKvKeys(t *testing.T) {
 	// LOOKUP: every key written, a deleted one and one never written.
 	lookup := func(keys []record.Row) []*flusspb.PbValue {
 		t.Helper()
-		req := &flusspb.LookupRequest{TableId: proto.Int64(info.TableId)}
-		byBucket := map[int32]*flusspb.PbLookupReqForBucket{}
-		var order [][2]int
-		for _, k := range keys {
-			b := kc.bucketOf(k)
-			br := byBucket[b]
-			if br == nil {
-				br = &flusspb.PbLookupReqForBucket{BucketId: proto.Int32(b)}
-				byBucket[b] = br
-				req.BucketsReq = append(req.BucketsReq, br)
-			}
-			order = append(order, [2]int{int(b), len(br.Keys)})
-			br.Keys = append(br.Keys, kc.key(k))
-		}
+		req, order := kc.lookupRequest(info.TableId, keys)
 		var resp flusspb.LookupResponse
 		if code := flussCall(t, c, protocol.Lookup, req, &resp); code != protocol.None {
 			t.Fatalf("LOOKUP: %s", code)
