@@ -16,7 +16,7 @@ import (
 // client's client.lookup.batch-size) over one connection. ns/key is the
 // node's cost per key with the framing and protobuf of a real request.
 //
-//	go test -run '^$' -bench BenchmarkFlussLookup -benchtime 2000x -cpuprofile cpu.out ./server/
+//	go test -run '^$' -bench 'BenchmarkFlussLookup$' -benchtime 3000x -cpuprofile cpu.out ./server/
 func BenchmarkFlussLookup(b *testing.B) {
 	const (
 		ddl     = "id BIGINT NOT NULL, a INT, s1 STRING, s2 STRING"
