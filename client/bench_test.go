@@ -335,7 +335,7 @@ func BenchmarkScanColumns(b *testing.B) {
 		}
 		return n
 	}
-	variants(b, []string{"columns=5", "columns=5,after-decode", "columns=5,parallel", "columns=10", "columns=10,after-decode", "columns=10,parallel",
+	variants(b, []string{"columns=1", "columns=5", "columns=5,after-decode", "columns=5,parallel", "columns=10", "columns=10,after-decode", "columns=10,parallel",
 		"columns=20", "columns=20,after-decode"}, func(b *testing.B, name string) {
 		var k int
 		if _, err := fmt.Sscanf(name, "columns=%d", &k); err != nil {

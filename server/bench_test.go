@@ -92,7 +92,7 @@ func BenchmarkFetchPath(b *testing.B) {
 				b.ReportAllocs()
 				b.SetBytes(int64(len(batch)))
 				for i := 0; i < b.N; i++ {
-					res, _, _ := h.fetchBucket(t, &stromv1.FetchBucket{Bucket: 0, Offset: 0}, cols, proj, false, 16<<20, 0)
+					res, _, _ := h.fetchBucket(t, &stromv1.FetchBucket{Bucket: 0, Offset: 0}, cols, proj, false, 16<<20, 0, new(int))
 					if res.Error != nil || len(res.Records) == 0 {
 						b.Fatalf("fetch: %v", res.Error)
 					}

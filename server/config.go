@@ -317,7 +317,8 @@ type Config struct {
 	// FetchMaxBytes bounds a FetchLog response and each of its buckets, in
 	// bytes, whatever the request asks (fetch.max.bytes, Kafka's broker key;
 	// default 55 MiB). As in Kafka, a bucket's first batch is returned even
-	// when larger, so a consumer always progresses.
+	// when larger, so a consumer always progresses. It also bounds the
+	// stored bytes a projected fetch reads to serve its buckets'.
 	FetchMaxBytes int64
 	// FetchJSONMaxRows bounds the rows of a FetchLog response as JSON, which
 	// the node decodes (fetch.json.max-rows; 10000). The response ends

@@ -114,7 +114,7 @@ func TestFetchBucketRepliesOutliveTheReadBuffer(t *testing.T) {
 		if f.cols != nil {
 			proj = schema.Project(f.cols)
 		}
-		res, _, _ := h.fetchBucket(tbl, &stromv1.FetchBucket{Bucket: f.bucket, Offset: 0, MaxBytes: 16 << 20}, f.cols, proj, false, 16<<20, 0)
+		res, _, _ := h.fetchBucket(tbl, &stromv1.FetchBucket{Bucket: f.bucket, Offset: 0, MaxBytes: 16 << 20}, f.cols, proj, false, 16<<20, 0, new(int))
 		if res.Error != nil {
 			t.Fatalf("fetch %+v: %v", f, res.Error)
 		}
@@ -131,5 +131,97 @@ func TestFetchBucketRepliesOutliveTheReadBuffer(t *testing.T) {
 		if !bytes.Equal(got[i], want) {
 			t.Fatalf("fetch %d (%+v): the reply is not the stored batches projected (changed by a later fetch?)", i, f)
 		}
+	}
+}
+
+// A projected fetch reads on past its first read of a bucket's limit (1 of
+// 20 columns is a few KB of a MiB stored), up to the bucket's bytes served
+// and fetch.max.bytes read in a pass; what it serves is the stored batches
+// projected.
+func TestProjectedFetchReadsOn(t *testing.T) {
+	h, _, schema, _ := fetchReadTable(t)
+	tbl, err := h.table("demo", "wide")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored [2][]byte // as the log holds them, with their offsets
+	for b := range stored {
+		r, err := h.replica(tbl, int32(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rr, err := r.Read(0, 16<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored[b] = rr.Batches
+	}
+	var sizes []int // bucket 0's stored batches
+	for data := stored[0]; len(data) > 0; {
+		b, rest, err := record.NextBatch(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes, data = append(sizes, b.Size()), rest
+	}
+	fetch := func(cols []string, bucketMax int) *stromv1.FetchLogResponse {
+		t.Helper()
+		var buckets []*stromv1.FetchBucket
+		for b := range int32(2) {
+			buckets = append(buckets, &stromv1.FetchBucket{Bucket: b, Offset: 0, MaxBytes: int32(bucketMax)})
+		}
+		resp, err := h.FetchLog(context.Background(), connect.NewRequest(&stromv1.FetchLogRequest{Database: "demo", Table: "wide", Buckets: buckets, Columns: cols}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range resp.Msg.Buckets {
+			if b.Error != nil {
+				t.Fatalf("bucket %d: %v", b.Bucket, b.Error)
+			}
+		}
+		return resp.Msg
+	}
+	nexts := func(resp *stromv1.FetchLogResponse) []int64 {
+		return []int64{resp.Buckets[0].NextOffset, resp.Buckets[1].NextOffset}
+	}
+	// Each read of one stored batch's bytes returns one batch; the
+	// projection of c00 is a small part of it, so the fetch reads on to
+	// the end of both buckets.
+	one := fetch([]string{"c00"}, sizes[0])
+	if got := nexts(one); got[0] != 1500 || got[1] != 1500 {
+		t.Fatalf("1 column, a stored batch's bytes a bucket: next offsets %v, want [1500 1500] (the fetch did not read on)", got)
+	}
+	for b := range 2 {
+		var want []byte
+		for data := stored[b]; len(data) > 0; {
+			batch, rest, err := record.NextBatch(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want, _, err = record.ProjectBatch(want, batch, schema, []int{0}); err != nil {
+				t.Fatal(err)
+			}
+			data = rest
+		}
+		if got := one.Buckets[b].Records; !bytes.Equal(got, want) {
+			t.Fatalf("bucket %d: %d bytes served, not the 3 stored batches projected (%d bytes)", b, len(got), len(want))
+		}
+	}
+	t.Logf("stored batches %v bytes, projected to c00 %d bytes a bucket", sizes, len(one.Buckets[0].Records))
+	// The projection of 19 columns is about a stored batch's size: a
+	// bucket of that many bytes holds one, and the read on ends there.
+	var most []string
+	for i := 1; i < 20; i++ {
+		most = append(most, fmt.Sprintf("c%02d", i))
+	}
+	if got := nexts(fetch(most, sizes[0])); got[0] != 500 || got[1] != 500 {
+		t.Fatalf("19 columns, a stored batch's bytes a bucket: next offsets %v, want [500 500]", got)
+	}
+	// fetch.max.bytes bounds what a pass reads: at a batch and a half,
+	// bucket 0 reads on once (a read returns at least a batch), bucket 1
+	// makes only its first read.
+	h.s.cfg.FetchMaxBytes = int64(sizes[0] + sizes[0]/2)
+	if got := nexts(fetch([]string{"c00"}, sizes[0])); got[0] != 1000 || got[1] != 500 {
+		t.Fatalf("1 column, fetch.max.bytes a batch and a half: next offsets %v, want [1000 500]", got)
 	}
 }

@@ -40,7 +40,13 @@ const (
 	defaultProduceTimeout = 30 * time.Second
 	defaultBucketMaxBytes = 1 << 20
 	defaultFetchMaxBytes  = 16 << 20
-	maxFetchWait          = 5 * time.Minute
+	// projectedFetchMinBytes is what a projected fetch serves of a bucket
+	// (or its limit, if less) before it stops reading on. It is small
+	// enough that a consumer decodes one answer while the next is being
+	// read, and large enough that a fetch of 1 of 20 columns is not a
+	// round trip per MiB stored (docs/benchmarks.md, column pruning).
+	projectedFetchMinBytes = 128 << 10
+	maxFetchWait           = 5 * time.Minute
 )
 
 // table resolves db.name in the local catalog. Data calls do this on every
@@ -361,8 +367,9 @@ func (h *tabletHandler) FetchLog(ctx context.Context, req *connect.Request[strom
 		total, rows := 0, 0
 		var wake []<-chan struct{}
 		pass := servedBuf[:0]
+		scan := int(h.s.cfg.FetchMaxBytes) // the stored bytes a pass reads on for projections
 		for _, fb := range m.Buckets {
-			res, sv, advanced := h.fetchBucket(t, fb, cols, schema, asJSON, maxBytes-total, h.s.cfg.FetchJSONMaxRows-rows)
+			res, sv, advanced := h.fetchBucket(t, fb, cols, schema, asJSON, maxBytes-total, h.s.cfg.FetchJSONMaxRows-rows, &scan)
 			resp.Buckets = append(resp.Buckets, res)
 			pass = append(pass, sv)
 			total += sv.bytes
@@ -398,14 +405,16 @@ type served struct {
 }
 
 // fetchBucket reads one bucket, within budget bytes and, as JSON, rowBudget
-// rows. It returns the result, what it holds, and a channel that closes
-// when the bucket has more (nil on error).
+// rows. A projection reads on past its first read while *scan, the stored
+// bytes the response may still read, lasts; every read is taken from *scan.
+// It returns the result, what it holds, and a channel that closes when the
+// bucket has more (nil on error).
 //
 // A stored batch that cannot be served (its CRC does not match, or it does
 // not project or decode) ends the result before it; when it is the first,
 // the result is a *log.CorruptRecordError naming its offsets, with
 // NextOffset past it, so that a consumer may skip it (see client.SkipCorrupt).
-func (h *tabletHandler) fetchBucket(t catalog.Table, fb *stromv1.FetchBucket, cols []int, schema record.Schema, asJSON bool, budget, rowBudget int) (*stromv1.FetchBucketResult, served, <-chan struct{}) {
+func (h *tabletHandler) fetchBucket(t catalog.Table, fb *stromv1.FetchBucket, cols []int, schema record.Schema, asJSON bool, budget, rowBudget int, scan *int) (*stromv1.FetchBucketResult, served, <-chan struct{}) {
 	res := &stromv1.FetchBucketResult{Bucket: fb.Bucket, NextOffset: fb.Offset}
 	r, err := h.replica(t, fb.Bucket)
 	if err != nil {
@@ -417,6 +426,7 @@ func (h *tabletHandler) fetchBucket(t catalog.Table, fb *stromv1.FetchBucket, co
 		offset = r.LogStartOffset()
 		res.NextOffset = offset
 	}
+	start := offset
 	advanced := r.Advanced()
 	limit := int(fb.MaxBytes)
 	if limit <= 0 {
@@ -432,71 +442,101 @@ func (h *tabletHandler) fetchBucket(t catalog.Table, fb *stromv1.FetchBucket, co
 		rbuf = fetchReadBufs.Get().(*[]byte)
 		defer fetchReadBufs.Put(rbuf)
 	}
-	var rr replica.ReadResult
-	if rbuf != nil {
-		rr, err = r.ReadInto(*rbuf, offset, limit)
-		if cap(rr.Batches) > cap(*rbuf) {
-			*rbuf = rr.Batches[:0] // the pool keeps the larger one
-		}
-	} else {
-		rr, err = r.Read(offset, limit)
-	}
-	res.HighWatermark, res.LogStartOffset = rr.HighWatermark, rr.LogStartOffset
-	if err != nil {
-		h.fail(res, fb.Bucket, err)
-		return res, served{}, nil
-	}
 	var out []byte
 	n, count := 0, 0 // bytes and rows served
-	for data := rr.Batches; len(data) > 0; {
-		var b record.Batch
-		if b, data, err = record.NextBatch(data); err != nil {
-			// The log returns whole batches: this is not a batch to skip.
-			res.Error = rpc.Detail(fmt.Errorf("bucket %d: stored batch at offset %d: %w", fb.Bucket, res.NextOffset, err))
-			return res, served{r, count, n}, nil
-		}
-		if count := int(b.RecordCount()); asJSON && len(res.Rows)+count > rowBudget {
-			if res.NextOffset == offset && count > h.s.cfg.FetchJSONMaxRows {
-				res.Error = rpc.Detail(fmt.Errorf("%w: bucket %d: the batch at offset %d holds %d rows, over fetch.json.max-rows (%d) for one JSON response; fetch it as Arrow batches or raise the key",
-					rpc.ErrLimitExceeded, fb.Bucket, b.BaseOffset(), count, h.s.cfg.FetchJSONMaxRows))
-				return res, served{}, nil
+	for {
+		var rr replica.ReadResult
+		if rbuf != nil {
+			step := limit
+			if offset > start {
+				step = min(limit, *scan) // a later read, within the response's
 			}
-			break // the next fetch starts at it
-		}
-		if asRead {
-			// b is the next batch of rr.Batches, served in place.
-			out = rr.Batches[:len(out)+b.Size()]
-			res.NextOffset = b.NextOffset()
-			count += int(b.RecordCount())
-			n += b.Size()
-			continue
-		}
-		before := len(out)
-		var rows []*structpb.Struct
-		out, rows, err = serveBatch(out, b, t.Schema, cols, schema, asJSON, fb.Bucket)
-		if before == 0 && len(out) > 0 && len(data) > 0 {
-			// The first batch projected: make room for the rest at its
-			// ratio, so that out does not grow by doubling (zeroing each
-			// new buffer) batch after batch. A guess: append grows it if
-			// the rest is short of room.
-			rest := len(out) * len(data) / b.Size()
-			out = slices.Grow(out, rest+rest/8)
+			rr, err = r.ReadInto(*rbuf, offset, step)
+			if cap(rr.Batches) > cap(*rbuf) {
+				*rbuf = rr.Batches[:0] // the pool keeps the larger one
+			}
+		} else {
+			rr, err = r.Read(offset, limit)
 		}
 		if err != nil {
-			if res.NextOffset > offset {
-				break // serve what precedes it; the next fetch starts at it
+			if offset > start {
+				break // a later read of a projection: serve what was read
 			}
-			h.fail(res, fb.Bucket, &log.CorruptRecordError{Offset: b.BaseOffset(), NextOffset: b.NextOffset(), Err: err})
+			res.HighWatermark, res.LogStartOffset = rr.HighWatermark, rr.LogStartOffset
+			h.fail(res, fb.Bucket, err)
 			return res, served{}, nil
 		}
-		res.Rows = append(res.Rows, rows...)
-		res.NextOffset = b.NextOffset()
-		count += int(b.RecordCount())
-		if asJSON {
-			n += b.Size()
-		} else {
-			n += len(out) - before
+		// The last read's: the high watermark only moves up, so it is at
+		// or past every batch served.
+		res.HighWatermark, res.LogStartOffset = rr.HighWatermark, rr.LogStartOffset
+		*scan -= len(rr.Batches)
+		full := false // the next batch does not fit: the next fetch starts at it
+		for data := rr.Batches; len(data) > 0; {
+			var b record.Batch
+			if b, data, err = record.NextBatch(data); err != nil {
+				// The log returns whole batches: this is not a batch to skip.
+				res.Error = rpc.Detail(fmt.Errorf("bucket %d: stored batch at offset %d: %w", fb.Bucket, res.NextOffset, err))
+				return res, served{r, count, n}, nil
+			}
+			if count := int(b.RecordCount()); asJSON && len(res.Rows)+count > rowBudget {
+				if res.NextOffset == start && count > h.s.cfg.FetchJSONMaxRows {
+					res.Error = rpc.Detail(fmt.Errorf("%w: bucket %d: the batch at offset %d holds %d rows, over fetch.json.max-rows (%d) for one JSON response; fetch it as Arrow batches or raise the key",
+						rpc.ErrLimitExceeded, fb.Bucket, b.BaseOffset(), count, h.s.cfg.FetchJSONMaxRows))
+					return res, served{}, nil
+				}
+				full = true
+				break
+			}
+			if asRead {
+				// b is the next batch of rr.Batches, served in place.
+				out = rr.Batches[:len(out)+b.Size()]
+				res.NextOffset = b.NextOffset()
+				count += int(b.RecordCount())
+				n += b.Size()
+				continue
+			}
+			before := len(out)
+			var rows []*structpb.Struct
+			out, rows, err = serveBatch(out, b, t.Schema, cols, schema, asJSON, fb.Bucket)
+			if err != nil {
+				if res.NextOffset > start {
+					full = true // serve what precedes it; the next fetch starts at it
+					break
+				}
+				h.fail(res, fb.Bucket, &log.CorruptRecordError{Offset: b.BaseOffset(), NextOffset: b.NextOffset(), Err: err})
+				return res, served{}, nil
+			}
+			if !asJSON && n > 0 && n+len(out)-before > limit {
+				out = out[:before] // a later read's batch past the bucket's bytes
+				full = true
+				break
+			}
+			if before == 0 && len(out) > 0 {
+				// The first batch projected: make room for the rest of the
+				// bucket's bytes at its ratio, so that out does not grow by
+				// doubling (zeroing each new buffer) batch after batch. A
+				// guess: append grows it if the rest is short of room.
+				rest := min(len(out)*len(data)/b.Size(), limit)
+				out = slices.Grow(out, rest+rest/8)
+			}
+			res.Rows = append(res.Rows, rows...)
+			res.NextOffset = b.NextOffset()
+			count += int(b.RecordCount())
+			if asJSON {
+				n += b.Size()
+			} else {
+				n += len(out) - before
+			}
 		}
+		// A projection serves a fraction of what it reads (1 of 20 columns:
+		// a few KB of a MiB read): it reads on, limit bytes at a time, until
+		// it has served projectedFetchMinBytes (or limit) or the pass has
+		// read fetch.max.bytes of stored batches. Whole batches and JSON
+		// rows are served from one read.
+		if asRead || asJSON || full || len(rr.Batches) == 0 || n >= min(limit, projectedFetchMinBytes) || *scan <= 0 {
+			break
+		}
+		offset = res.NextOffset
 	}
 	if !asJSON {
 		res.Records = out

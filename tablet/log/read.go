@@ -34,7 +34,9 @@ func (t *Tablet) Read(offset int64, maxBytes int, maxOffset int64) (ReadInfo, er
 // first batch when it is larger), else a fresh buffer. Only Batches' bytes
 // are written. A caller reusing one buffer for its reads (a pool) saves
 // the allocation and the zeroing of a fresh one per read; it must not
-// reuse buf while it still uses Batches.
+// reuse buf while it still uses Batches. Batches has the capacity of the
+// buffer read into, fresh or buf, which a read that ends before a batch
+// that does not fit leaves partly unused: a pool keeps Batches[:0].
 func (t *Tablet) ReadInto(buf []byte, offset int64, maxBytes int, maxOffset int64) (ReadInfo, error) {
 	for {
 		info, retry, err := t.readOnce(buf, offset, maxBytes, maxOffset)
@@ -161,7 +163,7 @@ func (t *Tablet) readSegment(dst []byte, s *segment, pos, base, size, offset, li
 		cut += int64(h.Size())
 		want = h.NextOffset()
 	}
-	return buf[:cut:cut], nil
+	return buf[:cut], nil
 }
 
 // OffsetForTimestamp returns the offset of the first batch whose commit
