@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"strom/raftmeta/catalog"
 	"strom/record"
 	stromv1 "strom/rpc/gen/strom/v1"
 )
@@ -66,31 +67,12 @@ func fetchReadTable(t testing.TB) (*tabletHandler, *Server, record.Schema, [2][]
 	return &tabletHandler{s: s}, s, schema, stored
 }
 
-// A projected fetch reads the log into a pooled buffer: a reply that came
-// from it is not changed by the fetches after it (which reuse the buffer),
-// and each is the projection of the stored batches. Whole batches are
-// served as read.
-func TestFetchBucketRepliesOutliveTheReadBuffer(t *testing.T) {
-	h, _, schema, stored := fetchReadTable(t)
-	tbl, err := h.table("demo", "wide")
-	if err != nil {
-		t.Fatal(err)
-	}
-	project := func(data []byte, cols []int) []byte {
-		var out []byte
-		for len(data) > 0 {
-			var b record.Batch
-			if b, data, err = record.NextBatch(data); err != nil {
-				t.Fatal(err)
-			}
-			if out, _, err = record.ProjectBatch(out, b, schema, cols); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return out
-	}
-	for bucket := range 2 { // as stored: with their offsets and times
-		r, err := h.replica(tbl, int32(bucket))
+// loggedBatches returns each bucket's batches of table tbl as its log holds
+// them, with their offsets and times.
+func loggedBatches(t testing.TB, h *tabletHandler, tbl catalog.Table) [2][]byte {
+	var stored [2][]byte
+	for b := range stored {
+		r, err := h.replica(tbl, int32(b))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,8 +80,39 @@ func TestFetchBucketRepliesOutliveTheReadBuffer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stored[bucket] = rr.Batches
+		stored[b] = rr.Batches
 	}
+	return stored
+}
+
+// projectAll returns the batches of data, of a table of schema, each
+// projected to cols.
+func projectAll(t testing.TB, data []byte, schema record.Schema, cols []int) []byte {
+	var out []byte
+	for len(data) > 0 {
+		b, rest, err := record.NextBatch(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, _, err = record.ProjectBatch(out, b, schema, cols); err != nil {
+			t.Fatal(err)
+		}
+		data = rest
+	}
+	return out
+}
+
+// A projected fetch reads the log into a pooled buffer: a reply that came
+// from it is not changed by the fetches after it (which reuse the buffer),
+// and each is the projection of the stored batches. Whole batches are
+// served as read.
+func TestFetchBucketRepliesOutliveTheReadBuffer(t *testing.T) {
+	h, _, schema, _ := fetchReadTable(t)
+	tbl, err := h.table("demo", "wide")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := loggedBatches(t, h, tbl)
 	type fetch struct {
 		bucket int32
 		cols   []int
@@ -126,7 +139,7 @@ func TestFetchBucketRepliesOutliveTheReadBuffer(t *testing.T) {
 	for i, f := range fetches {
 		want := stored[f.bucket]
 		if f.cols != nil {
-			want = project(want, f.cols)
+			want = projectAll(t, want, schema, f.cols)
 		}
 		if !bytes.Equal(got[i], want) {
 			t.Fatalf("fetch %d (%+v): the reply is not the stored batches projected (changed by a later fetch?)", i, f)
@@ -144,18 +157,7 @@ func TestProjectedFetchReadsOn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stored [2][]byte // as the log holds them, with their offsets
-	for b := range stored {
-		r, err := h.replica(tbl, int32(b))
-		if err != nil {
-			t.Fatal(err)
-		}
-		rr, err := r.Read(0, 16<<20)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stored[b] = rr.Batches
-	}
+	stored := loggedBatches(t, h, tbl)
 	var sizes []int // bucket 0's stored batches
 	for data := stored[0]; len(data) > 0; {
 		b, rest, err := record.NextBatch(data)
@@ -192,17 +194,7 @@ func TestProjectedFetchReadsOn(t *testing.T) {
 		t.Fatalf("1 column, a stored batch's bytes a bucket: next offsets %v, want [1500 1500] (the fetch did not read on)", got)
 	}
 	for b := range 2 {
-		var want []byte
-		for data := stored[b]; len(data) > 0; {
-			batch, rest, err := record.NextBatch(data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if want, _, err = record.ProjectBatch(want, batch, schema, []int{0}); err != nil {
-				t.Fatal(err)
-			}
-			data = rest
-		}
+		want := projectAll(t, stored[b], schema, []int{0})
 		if got := one.Buckets[b].Records; !bytes.Equal(got, want) {
 			t.Fatalf("bucket %d: %d bytes served, not the 3 stored batches projected (%d bytes)", b, len(got), len(want))
 		}
